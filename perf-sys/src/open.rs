@@ -1,0 +1,92 @@
+//! The `perf_event_open(2)` system call.
+//!
+//! # Safety
+//!
+//! The raw entry point passes a pointer to the kernel, which reads `attr.size` bytes from it and may write
+//! the `size` field back (on `E2BIG`). The safe wrapper takes a reference and refuses a `size` larger than
+//! the struct, so the kernel never reads past it.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use crate::perf_event_attr;
+
+/// Calls `perf_event_open(2)` directly; returns the raw result (a fd, or -1 with `errno` set).
+///
+/// The syscall number is libc's `SYS_perf_event_open` for the target architecture.
+///
+/// # Safety
+///
+/// `attr` must point to memory valid for reads of `(*attr).size` bytes (or of the kernel's
+/// `PERF_ATTR_SIZE_VER0` when `size` is 0), and for a write of its `size` field. Pointers embedded in the
+/// attr (`kprobe_func`, `uprobe_path`) must point to NUL-terminated strings.
+#[doc(alias = "perf_event_open")]
+pub unsafe fn perf_event_open_raw(
+    attr: *const perf_event_attr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    group_fd: libc::c_int,
+    flags: libc::c_ulong,
+) -> libc::c_long {
+    // SAFETY: forwarded to the caller's contract above; the other arguments are plain integers.
+    unsafe { libc::syscall(libc::SYS_perf_event_open, attr, pid, cpu, group_fd, flags) }
+}
+
+/// Opens a perf event: `perf_event_open(attr, pid, cpu, group_fd, flags)`.
+///
+/// `pid` is a thread or process id (0 = the calling thread, -1 = any, or a cgroup directory fd with
+/// `PERF_FLAG_PID_CGROUP`); `cpu` is a CPU number or -1 for any; `group_fd` the group leader, or `None`
+/// to start a new group. Add `PERF_FLAG_FD_CLOEXEC` to `flags` unless you want the fd inherited on exec.
+///
+/// `attr.size` may be 0 (the kernel then assumes its first ABI version) or at most
+/// `size_of::<perf_event_attr>()`; anything larger is refused with `EINVAL` before the syscall, since the
+/// kernel would read past the struct.
+///
+/// # Errors
+///
+/// The kernel's errno as [`io::Error`]: `EACCES`/`EPERM` (privilege: see `perf_event_paranoid`),
+/// `ENOENT`/`EOPNOTSUPP` (no such event or PMU), `EINVAL`, `E2BIG` (the kernel is older than an option
+/// that was set; it then writes its own attr size into `attr.size`, which this wrapper cannot show you
+/// through a shared reference: copy the attr first if you need it), `ESRCH`, `EMFILE`, ...
+pub fn perf_event_open(
+    attr: &perf_event_attr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    group_fd: Option<BorrowedFd<'_>>,
+    flags: u64,
+) -> io::Result<OwnedFd> {
+    if attr.size as usize > core::mem::size_of::<perf_event_attr>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // The kernel may write `size` back on E2BIG: give it a private copy so the shared reference stays
+    // unchanged.
+    let mut copy = *attr;
+    let group = group_fd.map_or(-1, |fd| fd.as_raw_fd());
+    // SAFETY: `copy` is a live, writable perf_event_attr whose `size` is at most its own size (checked
+    // above), so the kernel's read of `size` bytes and write of the `size` field stay inside it.
+    let ret = unsafe { perf_event_open_raw(&mut copy, pid, cpu, group, flags as libc::c_ulong) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success the syscall returns a new file descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) })
+}
+
+/// Enables (`true`) or disables (`false`) every perf event attached to the calling process
+/// (`prctl(PR_TASK_PERF_EVENTS_ENABLE / PR_TASK_PERF_EVENTS_DISABLE)`), e.g. to fence a region of code
+/// without holding the counters' fds.
+#[doc(alias = "PR_TASK_PERF_EVENTS_ENABLE")]
+#[doc(alias = "PR_TASK_PERF_EVENTS_DISABLE")]
+pub fn task_perf_events(enable: bool) -> io::Result<()> {
+    let op = if enable {
+        libc::PR_TASK_PERF_EVENTS_ENABLE
+    } else {
+        libc::PR_TASK_PERF_EVENTS_DISABLE
+    };
+    // SAFETY: these prctl operations take no pointer arguments.
+    let ret = unsafe { libc::prctl(op, 0, 0, 0, 0) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

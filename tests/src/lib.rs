@@ -1,0 +1,128 @@
+//! Shared support for the integration tests and benchmarks: run-time skips, privilege probes, workloads.
+//!
+//! A test that cannot run here (no privilege, no hardware PMU, no tracefs) calls [`skip`], which prints
+//! `skipped: <reason>`. With `PERF_TEST_STRICT=1` (set by `.ci/run`) a skip for missing *privilege* panics,
+//! so CI, which runs as root, always runs those tests.
+#![warn(missing_docs)]
+
+use std::time::{Duration, Instant};
+
+/// Why a test cannot run here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Not allowed: not root, paranoid level too high, missing capability. A failure in strict mode.
+    Privilege,
+    /// The machine lacks it: no hardware PMU, no AUX PMU, no kprobes. Never a failure.
+    Hardware,
+    /// Something of the environment is missing (a tool, a mount). Never a failure.
+    Environment,
+}
+
+/// Whether `PERF_TEST_STRICT=1` is set.
+pub fn strict() -> bool {
+    std::env::var("PERF_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// Prints `skipped: <reason>`; in strict mode a [`Skip::Privilege`] skip panics instead.
+pub fn skip(kind: Skip, reason: &str) {
+    if kind == Skip::Privilege && strict() {
+        panic!("PERF_TEST_STRICT=1 and this test would skip for missing privilege: {reason}");
+    }
+    println!("skipped: {reason}");
+}
+
+/// Returns early from the calling test with [`skip`] when `$cond` is false.
+#[macro_export]
+macro_rules! require {
+    ($cond:expr, $kind:expr, $($reason:tt)+) => {
+        if !$cond {
+            $crate::skip($kind, &format!($($reason)+));
+            return;
+        }
+    };
+}
+
+/// Whether the effective uid is 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `/proc/sys/kernel/perf_event_paranoid`, or 2 (the kernel default) when unreadable.
+pub fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2)
+}
+
+/// Whether the PMU `name` exists under `/sys/bus/event_source/devices`.
+pub fn has_pmu(name: &str) -> bool {
+    std::path::Path::new("/sys/bus/event_source/devices").join(name).exists()
+}
+
+/// Whether a hardware CPU PMU exists (`cpu`, `cpu_core` or `armv8_pmuv3*`).
+pub fn has_hardware_pmu() -> bool {
+    std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| {
+            d.filter_map(|e| e.ok()).any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n == "cpu" || n == "cpu_core" || n == "cpu_atom" || n.starts_with("armv")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// CPU time consumed by the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Spins on the CPU for `d` of wall time; returns a value the optimizer cannot drop.
+#[inline(never)]
+pub fn busy_loop(d: Duration) -> u64 {
+    let start = Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < d {
+        for i in 0..1000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    x
+}
+
+/// Touches `pages` fresh anonymous pages (one write each, so exactly one page fault each in user space);
+/// returns how many it touched.
+pub fn touch_pages(pages: usize) -> usize {
+    let page = page_size();
+    let len = pages * page;
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(ptr, libc::MAP_FAILED, "mmap of {len} bytes failed");
+    let base = ptr.cast::<u8>();
+    for i in 0..pages {
+        // SAFETY: `i * page < len`, inside the writable mapping made above.
+        unsafe { std::ptr::write_volatile(base.add(i * page), 1) };
+    }
+    // SAFETY: unmapping exactly the mapping made above, which nothing else refers to.
+    unsafe { libc::munmap(ptr, len) };
+    pages
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}

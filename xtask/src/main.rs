@@ -1,0 +1,68 @@
+//! `cargo xtask`: workspace automation.
+//!
+//! ```text
+//! cargo xtask fetch-headers SUITE            download Debian's linux-libc-dev for SUITE into target/xtask/headers/SUITE
+//! cargo xtask bindgen --headers DIR          generate perf-sys/src/bindings/linux_X_Y.rs from the UAPI headers in DIR
+//! cargo xtask bindgen --check [--fetch]      regenerate from every cached header set and fail on any difference
+//! ```
+//!
+//! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
+
+mod bindings;
+mod headers;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The suites `fetch-headers` knows, oldest first. Each gives one committed bindings module.
+pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]",
+        SUITES.join(", ")
+    );
+    ExitCode::from(2)
+}
+
+/// The workspace root (the parent of this crate's folder).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("fetch-headers") => match args.get(1) {
+            Some(suite) => headers::fetch(suite).map(|dir| {
+                println!("{}", dir.display());
+            }),
+            None => return usage(),
+        },
+        Some("bindgen") => {
+            let rest = &args[1..];
+            if rest.iter().any(|a| a == "--check") {
+                let fetch = rest.iter().any(|a| a == "--fetch");
+                bindings::check_all(fetch)
+            } else if let Some(pos) = rest.iter().position(|a| a == "--headers") {
+                match rest.get(pos + 1) {
+                    Some(dir) => bindings::generate_into_tree(&PathBuf::from(dir)).map(|path| {
+                        println!("wrote {}", path.display());
+                    }),
+                    None => return usage(),
+                }
+            } else {
+                return usage();
+            }
+        }
+        _ => return usage(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
