@@ -64,7 +64,15 @@ pub fn perf_event_open(
     let group = group_fd.map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: `copy` is a live, writable perf_event_attr whose `size` is at most its own size (checked
     // above), so the kernel's read of `size` bytes and write of the `size` field stay inside it.
-    let ret = unsafe { perf_event_open_raw(&mut copy, pid, cpu, group, flags as libc::c_ulong) };
+    let ret = unsafe {
+        perf_event_open_raw(
+            core::ptr::addr_of_mut!(copy).cast_const(),
+            pid,
+            cpu,
+            group,
+            flags as libc::c_ulong,
+        )
+    };
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -89,4 +97,39 @@ pub fn task_perf_events(enable: bool) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Safe reads of the attr's unions. Every member of each union is a plain integer of the same size, so
+/// any bit pattern is valid whichever member was written.
+impl perf_event_attr {
+    /// `sample_period` or `sample_freq` (the same u64; `freq` says which).
+    pub fn sample_period_or_freq(&self) -> u64 {
+        // SAFETY: both members are u64; every bit pattern is a valid u64.
+        unsafe { self.__bindgen_anon_1.sample_period }
+    }
+
+    /// `config1`, also `bp_addr`, `kprobe_func` and `uprobe_path` (the same u64).
+    pub fn config1(&self) -> u64 {
+        // SAFETY: all four members are u64; every bit pattern is a valid u64.
+        unsafe { self.__bindgen_anon_3.config1 }
+    }
+
+    /// `config2`, also `bp_len`, `kprobe_addr` and `probe_offset` (the same u64).
+    pub fn config2(&self) -> u64 {
+        // SAFETY: all four members are u64; every bit pattern is a valid u64.
+        unsafe { self.__bindgen_anon_4.config2 }
+    }
+
+    /// `wakeup_events` or `wakeup_watermark` (the same u32; `watermark` says which).
+    pub fn wakeup_events_or_watermark(&self) -> u32 {
+        // SAFETY: both members are u32; every bit pattern is a valid u32.
+        unsafe { self.__bindgen_anon_2.wakeup_events }
+    }
+
+    /// `aux_action`: the u32 holding `aux_start_paused` (bit 0), `aux_pause` (bit 1) and
+    /// `aux_resume` (bit 2).
+    pub fn aux_action(&self) -> u32 {
+        // SAFETY: the union is a u32 or a 4-byte bitfield struct; every bit pattern is a valid u32.
+        unsafe { self.__bindgen_anon_5.aux_action }
+    }
 }

@@ -58,7 +58,9 @@ pub fn paranoid() -> i32 {
 
 /// Whether the PMU `name` exists under `/sys/bus/event_source/devices`.
 pub fn has_pmu(name: &str) -> bool {
-    std::path::Path::new("/sys/bus/event_source/devices").join(name).exists()
+    std::path::Path::new("/sys/bus/event_source/devices")
+        .join(name)
+        .exists()
 }
 
 /// Whether a hardware CPU PMU exists (`cpu`, `cpu_core` or `armv8_pmuv3*`).
@@ -75,7 +77,10 @@ pub fn has_hardware_pmu() -> bool {
 
 /// CPU time consumed by the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)

@@ -1,0 +1,496 @@
+//! Counting: [`Counter`], [`CounterGroup`], per-CPU sets ([`PerCpu`]) and their [`Stat`]s.
+//!
+//! ```no_run
+//! use perf_event::config::{Cpu, Opts, Proc};
+//! use perf_event::count::Counter;
+//! use perf_event::event::sw::Software;
+//!
+//! let mut opts = Opts::default();
+//! opts.exclude.kernel = true;
+//! let counter = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &opts)?;
+//! counter.enable()?;
+//! let v: Vec<u8> = vec![1; 1 << 20];
+//! counter.disable()?;
+//! println!("{} page faults for {} bytes", counter.stat()?.count, v.len());
+//! # Ok::<(), perf_event::Error>(())
+//! ```
+
+mod group;
+mod per_cpu;
+mod stat;
+
+pub use group::CounterGroup;
+pub use per_cpu::PerCpu;
+pub use stat::{GroupStat, Scaled, SiblingStat, Stat};
+
+use std::borrow::Borrow;
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use perf_sys as sys;
+use sys::perf_event_attr;
+
+use crate::config::{attr, Opts, Target};
+use crate::error::{diagnose_open, Error, OpenRequest, Result};
+use crate::event::Event;
+
+const GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
+
+/// The largest non-group read: count, time enabled, time running, id, lost.
+const SINGLE_MAX: usize = 40;
+
+/// An open perf event: counts while enabled, read with [`stat`](Self::stat).
+///
+/// Opened with `O_CLOEXEC`. Closing (dropping) it stops counting.
+pub struct Counter {
+    file: File,
+    attr: perf_event_attr,
+    /// Kept for the strings `attr` points to (probe names and paths).
+    event: Event,
+    target: Target,
+    read_size: usize,
+}
+
+impl Counter {
+    /// Opens `event` on `target` with `opts` (by value or by reference).
+    ///
+    /// `target` is `(Proc, Cpu)` in any combination with `Proc::ALL`/`Cpu::ALL`, or
+    /// `(Cgroup, Cpu)`. By default the counter starts disabled: call [`enable`](Self::enable).
+    ///
+    /// # Errors
+    ///
+    /// The open's errno, diagnosed: [`Error::Permission`] (with `perf_event_paranoid` and what would
+    /// work), [`Error::NotSupported`] (missing PMU or event), [`Error::KernelTooOld`],
+    /// [`Error::TooManyFiles`], [`Error::NoSuchProcess`], [`Error::BadCpu`], ... and the event's own
+    /// conversion error (e.g. an unknown event name).
+    pub fn new<E>(event: E, target: impl Into<Target>, opts: impl Borrow<Opts>) -> Result<Self>
+    where
+        E: TryInto<Event>,
+        Error: From<E::Error>,
+    {
+        Self::new_with(event, target, opts, |_| {})
+    }
+
+    /// Like [`new`](Self::new), but `edit` may change the raw `perf_event_attr` before the open:
+    /// the escape hatch for anything [`Opts`] does not model.
+    ///
+    /// ```no_run
+    /// use perf_event::config::{Cpu, Opts, Proc};
+    /// use perf_event::count::Counter;
+    /// use perf_event::event::sw::Software;
+    ///
+    /// let c = Counter::new_with(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), Opts::default(), |attr| {
+    ///     attr.set_exclude_kernel(1);
+    /// })?;
+    /// # Ok::<(), perf_event::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn new_with<E>(
+        event: E,
+        target: impl Into<Target>,
+        opts: impl Borrow<Opts>,
+        edit: impl FnOnce(&mut perf_event_attr),
+    ) -> Result<Self>
+    where
+        E: TryInto<Event>,
+        Error: From<E::Error>,
+    {
+        let event = event.try_into()?;
+        let mut a = attr::build(&event, opts.borrow());
+        edit(&mut a);
+        Self::open(event, a, target.into(), None)
+    }
+
+    pub(crate) fn open(
+        event: Event,
+        attr: perf_event_attr,
+        target: Target,
+        group: Option<BorrowedFd<'_>>,
+    ) -> Result<Self> {
+        let pid = target.pid_arg().map_err(|errno| {
+            Error::io(
+                "duplicating the cgroup fd",
+                io::Error::from_raw_os_error(errno),
+            )
+        })?;
+        let flags = target.flags | u64::from(sys::PERF_FLAG_FD_CLOEXEC);
+        let fd = sys::perf_event_open(&attr, pid, target.cpu, group, flags).map_err(|e| {
+            diagnose_open(
+                e,
+                &OpenRequest {
+                    event: event.name(),
+                    attr: &attr,
+                    pid: target.pid,
+                    cpu: target.cpu,
+                    cgroup: target.is_cgroup(),
+                },
+            )
+        })?;
+        let read_size = stat::Stat::read_size(attr.read_format, 1);
+        Ok(Self {
+            file: File::from(fd),
+            attr,
+            event,
+            target,
+            read_size,
+        })
+    }
+
+    /// Enables every counter of the calling process (`prctl(PR_TASK_PERF_EVENTS_ENABLE)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the prctl fails.
+    #[doc(alias = "PR_TASK_PERF_EVENTS_ENABLE")]
+    pub fn enable_all() -> Result<()> {
+        sys::task_perf_events(true).map_err(|e| Error::io("PR_TASK_PERF_EVENTS_ENABLE", e))
+    }
+
+    /// Disables every counter of the calling process (`prctl(PR_TASK_PERF_EVENTS_DISABLE)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the prctl fails.
+    #[doc(alias = "PR_TASK_PERF_EVENTS_DISABLE")]
+    pub fn disable_all() -> Result<()> {
+        sys::task_perf_events(false).map_err(|e| Error::io("PR_TASK_PERF_EVENTS_DISABLE", e))
+    }
+
+    /// Starts counting (`PERF_EVENT_IOC_ENABLE`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_ENABLE")]
+    pub fn enable(&self) -> Result<()> {
+        sys::ioctl::enable(self.fd()).map_err(|e| self.ioctl_error("PERF_EVENT_IOC_ENABLE", e))
+    }
+
+    /// Stops counting (`PERF_EVENT_IOC_DISABLE`); the count is kept.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_DISABLE")]
+    pub fn disable(&self) -> Result<()> {
+        sys::ioctl::disable(self.fd()).map_err(|e| self.ioctl_error("PERF_EVENT_IOC_DISABLE", e))
+    }
+
+    /// Sets the count to zero (`PERF_EVENT_IOC_RESET`); times enabled and running go on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_RESET")]
+    pub fn reset(&self) -> Result<()> {
+        sys::ioctl::reset(self.fd()).map_err(|e| self.ioctl_error("PERF_EVENT_IOC_RESET", e))
+    }
+
+    /// Same as [`reset`](Self::reset).
+    ///
+    /// # Errors
+    ///
+    /// As [`reset`](Self::reset).
+    pub fn clear_count(&self) -> Result<()> {
+        self.reset()
+    }
+
+    /// Reads the counter: one `read(2)` into a stack buffer, no allocation (unless the read format
+    /// has `siblings`, which returns the whole group in [`Stat::siblings`]; use
+    /// [`CounterGroup::stat`] for an allocation-free group read).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PinnedCounterInError`] when a pinned counter lost its place on the PMU (the read
+    /// returns end of file), [`Error::ShortRead`] when the kernel returned fewer bytes than the read
+    /// format implies, [`Error::Io`] when the read fails.
+    #[inline]
+    pub fn stat(&self) -> Result<Stat> {
+        if self.attr.read_format & GROUP != 0 {
+            return self.stat_group();
+        }
+        let mut buf = [0u8; SINGLE_MAX];
+        let want = self.read_size.min(SINGLE_MAX);
+        let dst = &mut buf[..want];
+        // rustix issues the syscall directly (no libc cancellation-point wrapper).
+        let got = rustix::io::read(&self.file, &mut *dst).map_err(|e| read_error(e.into()))?;
+        if got != want {
+            return Err(short(got, want));
+        }
+        Ok(Stat::decode_single(dst, self.attr.read_format))
+    }
+
+    #[cold]
+    fn stat_group(&self) -> Result<Stat> {
+        let mut buf = vec![0u8; 512];
+        loop {
+            match (&self.file).read(&mut buf) {
+                Ok(0) => return Err(Error::PinnedCounterInError),
+                Ok(n) => {
+                    let g = buf
+                        .get(..n)
+                        .and_then(|b| GroupStat::decode(b, self.attr.read_format))
+                        .ok_or(Error::ShortRead {
+                            expected: buf.len(),
+                            got: n,
+                        })?;
+                    return Ok(g.to_stat());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && buf.len() < 1 << 24 => {
+                    let len = buf.len() * 4;
+                    buf.resize(len, 0);
+                }
+                Err(e) => return Err(read_error(e)),
+            }
+        }
+    }
+
+    /// The event id (`PERF_EVENT_IOC_ID`), as found in group reads and records.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_ID")]
+    pub fn id(&self) -> Result<u64> {
+        sys::ioctl::id(self.fd()).map_err(|e| self.ioctl_error("PERF_EVENT_IOC_ID", e))
+    }
+
+    /// Sets an ftrace filter on a tracepoint counter (`PERF_EVENT_IOC_SET_FILTER`), e.g.
+    /// `"count == 7"`; only matching hits count.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Parse`] when the filter contains a NUL byte; [`Error::Io`] when the kernel refuses
+    /// it (`EINVAL` on a non-tracepoint event, `EINVAL`/`EEXIST` for an expression it cannot parse).
+    #[doc(alias = "PERF_EVENT_IOC_SET_FILTER")]
+    pub fn set_filter(&self, filter: &str) -> Result<()> {
+        let c = CString::new(filter).map_err(|_| Error::Parse {
+            input: filter.into(),
+            reason: "a filter cannot contain a NUL byte".into(),
+        })?;
+        self.with_ftrace_filter(&c)
+    }
+
+    /// [`set_filter`](Self::set_filter) with a C string.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_filter`](Self::set_filter).
+    pub fn with_ftrace_filter(&self, filter: &CStr) -> Result<()> {
+        sys::ioctl::set_filter(self.fd(), filter).map_err(|e| {
+            let what = match e.raw_os_error() {
+                Some(libc::EEXIST) | Some(libc::EINVAL)
+                    if self.attr.type_ == sys::PERF_TYPE_TRACEPOINT =>
+                {
+                    format!(
+                        "{}: the kernel cannot parse filter {filter:?}",
+                        self.event.name()
+                    )
+                }
+                Some(libc::EINVAL) => {
+                    format!("{}: filters apply to tracepoints only", self.event.name())
+                }
+                _ => format!("{}: PERF_EVENT_IOC_SET_FILTER", self.event.name()),
+            };
+            Error::io(what, e)
+        })
+    }
+
+    /// Attaches a BPF program (its fd) to the event (`PERF_EVENT_IOC_SET_BPF`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_SET_BPF")]
+    pub fn attach_bpf(&self, prog: impl AsFd) -> Result<()> {
+        sys::ioctl::set_bpf(self.fd(), prog.as_fd())
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_SET_BPF", e))
+    }
+
+    /// The ids of the BPF programs attached to the event's tracepoint (`PERF_EVENT_IOC_QUERY_BPF`,
+    /// Linux 4.16): at most `buf_len` ids, and `Some(n)` when `n` more are attached.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_QUERY_BPF")]
+    pub fn query_bpf(&self, buf_len: u32) -> Result<(Vec<u32>, Option<u32>)> {
+        let mut len = buf_len as usize;
+        loop {
+            let mut ids = vec![0u32; len];
+            match sys::ioctl::query_bpf(self.fd(), &mut ids) {
+                Ok(total) => {
+                    let total = total as usize;
+                    ids.truncate(total.min(buf_len as usize));
+                    let more = total.saturating_sub(buf_len as usize);
+                    return Ok((ids, (more > 0).then_some(more as u32)));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && len < 1 << 16 => {
+                    len = (len * 2).max(16);
+                }
+                Err(e) => return Err(self.ioctl_error("PERF_EVENT_IOC_QUERY_BPF", e)),
+            }
+        }
+    }
+
+    /// Changes the event of an open counter (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`, Linux 4.17): the
+    /// kernel supports it for breakpoints (move to another address, change the type or length).
+    ///
+    /// The kernel takes the enabled state from the attr it is given: the counter is **enabled**
+    /// after the switch (call [`disable`](Self::disable) afterwards to keep it off).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`]: `EOPNOTSUPP` for other events, `EINVAL` when the type of event differs.
+    #[doc(alias = "PERF_EVENT_IOC_MODIFY_ATTRIBUTES")]
+    pub fn switch_to<E>(&mut self, event: E) -> Result<()>
+    where
+        E: TryInto<Event>,
+        Error: From<E::Error>,
+    {
+        let event: Event = event.try_into()?;
+        let mut a = self.attr;
+        event.apply(&mut a);
+        a.set_disabled(0);
+        self.modify_attributes(&a)?;
+        self.attr = a;
+        self.event = event;
+        Ok(())
+    }
+
+    /// Sends a raw attr to `PERF_EVENT_IOC_MODIFY_ATTRIBUTES`; see [`switch_to`](Self::switch_to).
+    /// Its `disabled` bit decides whether the counter is enabled afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    pub fn modify_attributes(&self, attr: &perf_event_attr) -> Result<()> {
+        sys::ioctl::modify_attributes(self.fd(), attr)
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_MODIFY_ATTRIBUTES", e))
+    }
+
+    /// Enables a sampling counter for `overflows` more overflows, after which it disables itself
+    /// (`PERF_EVENT_IOC_REFRESH`). Refused (`EINVAL`) on inherited counters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_REFRESH")]
+    pub fn refresh(&self, overflows: u32) -> Result<()> {
+        sys::ioctl::refresh(self.fd(), overflows)
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_REFRESH", e))
+    }
+
+    /// Sets the sample period (or the frequency, for a `SampleOn::Freq` counter) from the next
+    /// overflow on (`PERF_EVENT_IOC_PERIOD`). 0 is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_PERIOD")]
+    pub fn period(&self, period: u64) -> Result<()> {
+        sys::ioctl::period(self.fd(), period)
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_PERIOD", e))
+    }
+
+    /// Pauses (`true`) or resumes ring-buffer output (`PERF_EVENT_IOC_PAUSE_OUTPUT`, Linux 4.7);
+    /// needs a mapped ring buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails (`EINVAL` without a buffer).
+    #[doc(alias = "PERF_EVENT_IOC_PAUSE_OUTPUT")]
+    pub fn pause_output(&self, pause: bool) -> Result<()> {
+        sys::ioctl::pause_output(self.fd(), pause)
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_PAUSE_OUTPUT", e))
+    }
+
+    /// Sends this counter's records into `target`'s ring buffer, or detaches with `None`
+    /// (`PERF_EVENT_IOC_SET_OUTPUT`). Both must be on the same CPU (or both on any CPU).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the ioctl fails.
+    #[doc(alias = "PERF_EVENT_IOC_SET_OUTPUT")]
+    pub fn set_output(&self, target: Option<&Counter>) -> Result<()> {
+        sys::ioctl::set_output(self.fd(), target.map(|t| t.fd()))
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_SET_OUTPUT", e))
+    }
+
+    /// The counter's file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The counter's fd.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// The `perf_event_attr` the counter was opened with (a parser of its records needs
+    /// `sample_type`, `read_format`, ...).
+    pub fn attr(&self) -> &perf_event_attr {
+        &self.attr
+    }
+
+    /// The event.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The target it was opened on.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The CPU it counts on, `None` for any CPU.
+    pub fn cpu(&self) -> Option<u32> {
+        self.target.cpu()
+    }
+
+    fn ioctl_error(&self, what: &str, e: io::Error) -> Error {
+        Error::io(format!("{}: {what}", self.event.name()), e)
+    }
+}
+
+#[cold]
+fn read_error(e: io::Error) -> Error {
+    Error::io("reading a perf counter", e)
+}
+
+#[cold]
+fn short(got: usize, expected: usize) -> Error {
+    if got == 0 {
+        Error::PinnedCounterInError
+    } else {
+        Error::ShortRead { expected, got }
+    }
+}
+
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counter")
+            .field("fd", &self.file.as_raw_fd())
+            .field("event", &self.event)
+            .field("target", &self.target)
+            .field("read_format", &self.attr.read_format)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsFd for Counter {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl AsRawFd for Counter {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}

@@ -1,0 +1,622 @@
+//! The crate's error type, and the diagnosis that turns a bare errno from `perf_event_open(2)` into a
+//! message that says what to change.
+
+use std::io;
+
+use perf_sys as sys;
+
+use crate::sys::{has_cpu_pmu, online_cpus, paranoid, pmu_name, pmus, KernelVersion};
+
+/// A `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong opening, controlling or reading a perf event.
+///
+/// Opening errors are diagnosed: the message names what was refused and what would work (the
+/// `perf_event_paranoid` level, a missing PMU, an option newer than the running kernel, ...).
+/// `?` converts it into [`io::Error`] for I/O code; the message is kept.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `EACCES`/`EPERM`: the kernel refused the event for lack of privilege.
+    #[error("{event}: permission denied ({source}); {hint}")]
+    Permission {
+        /// The event that was refused.
+        event: String,
+        /// `/proc/sys/kernel/perf_event_paranoid`, when readable.
+        paranoid: Option<i32>,
+        /// What would work.
+        hint: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// `ENOENT`/`EOPNOTSUPP`: the PMU or the event does not exist here.
+    #[error("{event}: {detail} ({source})")]
+    NotSupported {
+        /// The event that was refused.
+        event: String,
+        /// Which PMU or event is missing.
+        detail: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// `EINVAL`/`E2BIG` on an option the running kernel does not know.
+    #[error("{event}: {option} requires Linux {since}; this kernel is {running} ({source})")]
+    KernelTooOld {
+        /// The event that was refused.
+        event: String,
+        /// The option (attr field or bit) that is newer than the kernel.
+        option: &'static str,
+        /// The first Linux version that has it.
+        since: KernelVersion,
+        /// The running kernel's release (`uname -r`).
+        running: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// `EMFILE`: the process ran out of file descriptors.
+    #[error(
+        "too many open files: RLIMIT_NOFILE is {soft} (hard limit {hard}); every counter is one fd. \
+         Raise the limit (`ulimit -n`, setrlimit) or open fewer counters ({source})"
+    )]
+    TooManyFiles {
+        /// The soft limit, or `unlimited`.
+        soft: String,
+        /// The hard limit, or `unlimited`.
+        hard: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// `ESRCH`: the target process or thread does not exist.
+    #[error("no such process: pid {pid} does not exist (or has exited) ({source})")]
+    NoSuchProcess {
+        /// The pid that was asked for.
+        pid: i32,
+        /// The errno.
+        source: io::Error,
+    },
+    /// The CPU asked for is not online (or does not exist).
+    #[error("CPU {cpu} is not online; online CPUs: {online} ({source})")]
+    BadCpu {
+        /// The CPU that was asked for.
+        cpu: i32,
+        /// The online CPUs, as a list like `0-3`.
+        online: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// `ENOSPC` on a breakpoint: every debug register is taken.
+    #[error(
+        "{event}: no free hardware breakpoint slot (the CPU has a few debug registers, 4 on x86, \
+         shared by every breakpoint of the task) ({source})"
+    )]
+    NoBreakpointSlot {
+        /// The event that was refused.
+        event: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// Any other refusal by `perf_event_open(2)`.
+    #[error("{event}: {detail} ({source})")]
+    Open {
+        /// The event that was refused.
+        event: String,
+        /// What is known about the cause.
+        detail: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// A pinned counter could not be kept on the PMU and is in error state: `read` returns end of
+    /// file until it is re-enabled. The count would be stale, so none is returned.
+    #[error(
+        "the pinned counter is in error state: the PMU could not keep it scheduled (another pinned or \
+         exclusive event took the counters); disable and re-enable it, or do not pin it"
+    )]
+    PinnedCounterInError,
+    /// `read` returned fewer bytes than the read format implies.
+    #[error("short read from a perf event: expected {expected} bytes, got {got}")]
+    ShortRead {
+        /// Bytes the read format implies.
+        expected: usize,
+        /// Bytes returned.
+        got: usize,
+    },
+    /// Text that names an event (`"cpu/event=0x3c/"`, `"sched:sched_switch"`) could not be resolved.
+    #[error("cannot use event {input:?}: {reason}")]
+    Parse {
+        /// The text.
+        input: String,
+        /// Why.
+        reason: String,
+    },
+    /// A system call other than the open failed (an ioctl, a read, a sysfs file).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The errno behind this error, when there is one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.source_io().and_then(io::Error::raw_os_error)
+    }
+
+    /// The [`io::ErrorKind`] that best describes this error.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            Self::PinnedCounterInError => io::ErrorKind::Other,
+            Self::ShortRead { .. } => io::ErrorKind::UnexpectedEof,
+            Self::Parse { .. } => io::ErrorKind::InvalidInput,
+            _ => self
+                .source_io()
+                .map_or(io::ErrorKind::Other, io::Error::kind),
+        }
+    }
+
+    fn source_io(&self) -> Option<&io::Error> {
+        match self {
+            Self::Permission { source, .. }
+            | Self::NotSupported { source, .. }
+            | Self::KernelTooOld { source, .. }
+            | Self::TooManyFiles { source, .. }
+            | Self::NoSuchProcess { source, .. }
+            | Self::BadCpu { source, .. }
+            | Self::NoBreakpointSlot { source, .. }
+            | Self::Open { source, .. }
+            | Self::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> Self {
+        io::Error::new(e.kind(), e)
+    }
+}
+
+impl From<std::convert::Infallible> for Error {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+/// What was asked of `perf_event_open(2)`, for the diagnosis.
+pub(crate) struct OpenRequest<'a> {
+    pub event: &'a str,
+    pub attr: &'a sys::perf_event_attr,
+    pub pid: i32,
+    pub cpu: i32,
+    pub cgroup: bool,
+}
+
+/// Turns the errno of a failed open into an [`Error`] that explains it.
+pub(crate) fn diagnose_open(source: io::Error, req: &OpenRequest<'_>) -> Error {
+    let event = req.event.to_owned();
+    let errno = source.raw_os_error().unwrap_or(0);
+    match errno {
+        libc::EACCES | libc::EPERM => {
+            let paranoid = paranoid();
+            let hint = permission_hint(req, paranoid);
+            Error::Permission {
+                event,
+                paranoid,
+                hint,
+                source,
+            }
+        }
+        libc::ENOENT | libc::EOPNOTSUPP => Error::NotSupported {
+            event,
+            detail: missing_detail(req, errno),
+            source,
+        },
+        libc::EINVAL | libc::E2BIG | libc::ENODEV => {
+            if let Some((option, since, running)) = too_new_option(req.attr) {
+                return Error::KernelTooOld {
+                    event,
+                    option,
+                    since,
+                    running,
+                    source,
+                };
+            }
+            if req.cpu >= 0 {
+                if let Ok(online) = online_cpus() {
+                    if !online.contains(&(req.cpu as u32)) {
+                        return Error::BadCpu {
+                            cpu: req.cpu,
+                            online: cpu_list(&online),
+                            source,
+                        };
+                    }
+                }
+            }
+            Error::Open {
+                event,
+                detail: invalid_detail(req, errno),
+                source,
+            }
+        }
+        libc::EMFILE => {
+            let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+            let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |v| v.to_string());
+            Error::TooManyFiles {
+                soft: show(lim.current),
+                hard: show(lim.maximum),
+                source,
+            }
+        }
+        libc::ESRCH => Error::NoSuchProcess {
+            pid: req.pid,
+            source,
+        },
+        libc::ENOSPC if req.attr.type_ == sys::PERF_TYPE_BREAKPOINT => {
+            Error::NoBreakpointSlot { event, source }
+        }
+        libc::EBUSY => Error::Open {
+            event,
+            detail: "the PMU is busy: an exclusive or pinned event, or another user (e.g. a \
+                     hypervisor or the NMI watchdog), holds the counters it needs"
+                .into(),
+            source,
+        },
+        _ => Error::Open {
+            event,
+            detail: "perf_event_open failed".into(),
+            source,
+        },
+    }
+}
+
+fn permission_hint(req: &OpenRequest<'_>, paranoid: Option<i32>) -> String {
+    let level = paranoid.map_or_else(|| "unreadable".to_owned(), |p| p.to_string());
+    let mut hint = format!("perf_event_paranoid is {level}");
+    let cpu_wide = req.pid == -1 || req.cgroup;
+    let kernel_counted = req.attr.exclude_kernel() == 0;
+    let uprobe = pmu_name(req.attr.type_).is_some_and(|n| n == "uprobe" || n == "kprobe");
+    if uprobe {
+        hint.push_str(
+            "; kprobe/uprobe events need CAP_PERFMON (or CAP_SYS_ADMIN) at every paranoid level",
+        );
+    } else if paranoid.is_some_and(|p| p >= 3) {
+        hint.push_str("; level 3 forbids every unprivileged perf event");
+    } else if cpu_wide && paranoid.is_some_and(|p| p >= 1) {
+        hint.push_str(
+            "; CPU-wide and cgroup counting needs perf_event_paranoid <= 0 (or CAP_PERFMON)",
+        );
+    } else if kernel_counted && paranoid.is_some_and(|p| p >= 2) {
+        hint.push_str(
+            "; counting kernel space needs perf_event_paranoid <= 1: set `opts.exclude.kernel = true` \
+             (and `exclude.hv`) to count user space only",
+        );
+    } else if req.attr.type_ == sys::PERF_TYPE_TRACEPOINT {
+        hint.push_str("; this tracepoint (or its RAW data) needs a lower paranoid level");
+    } else if req.pid > 0 {
+        hint.push_str("; observing another user's process needs ptrace access to it");
+    }
+    hint.push_str(
+        "; what works everywhere: run with CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN, or lower \
+         the level with `sysctl kernel.perf_event_paranoid=<n>`",
+    );
+    hint
+}
+
+fn missing_detail(req: &OpenRequest<'_>, errno: i32) -> String {
+    let ty = req.attr.type_;
+    let hw = matches!(
+        ty,
+        sys::PERF_TYPE_HARDWARE | sys::PERF_TYPE_HW_CACHE | sys::PERF_TYPE_RAW
+    );
+    if hw && !has_cpu_pmu() {
+        let names: Vec<String> = pmus().into_iter().map(|(n, _)| n).collect();
+        return format!(
+            "no hardware PMU; this looks like a virtual machine (sysfs lists only: {})",
+            names.join(" ")
+        );
+    }
+    let pmu = match ty {
+        sys::PERF_TYPE_HARDWARE => "the hardware PMU".to_owned(),
+        sys::PERF_TYPE_SOFTWARE => "the software PMU".to_owned(),
+        sys::PERF_TYPE_TRACEPOINT => "the tracepoint PMU".to_owned(),
+        sys::PERF_TYPE_HW_CACHE => "the hardware PMU (cache events)".to_owned(),
+        sys::PERF_TYPE_RAW => "the hardware PMU (raw events)".to_owned(),
+        sys::PERF_TYPE_BREAKPOINT => "the breakpoint PMU".to_owned(),
+        t => match pmu_name(t) {
+            Some(n) => format!("PMU {n:?} (type {t})"),
+            None => {
+                return format!("no PMU has type {t} (see {})", crate::sys::PMU_DIR);
+            }
+        },
+    };
+    if errno == libc::EOPNOTSUPP {
+        if req.attr.sample_type & u64::from(sys::PERF_SAMPLE_BRANCH_STACK) != 0 {
+            return format!("{pmu} has no branch stack (LBR) support");
+        }
+        if req.attr.aux_output() != 0 {
+            return format!("{pmu} cannot take aux_output (needs an AUX group leader)");
+        }
+        return format!("{pmu} does not support this event or option");
+    }
+    format!("{pmu} does not know event config {:#x}", req.attr.config)
+}
+
+fn invalid_detail(req: &OpenRequest<'_>, errno: i32) -> String {
+    let a = req.attr;
+    let excl = a.exclude_user() | a.exclude_kernel() | a.exclude_hv() | a.exclude_idle();
+    let builtin = a.type_ < sys::PERF_TYPE_MAX;
+    if a.type_ == sys::PERF_TYPE_BREAKPOINT {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        if a.bp_type == sys::HW_BREAKPOINT_R {
+            return "x86 has no read-only breakpoints; use a read/write (Rw) breakpoint".into();
+        }
+        return "the breakpoint was refused: check the address (user space, aligned to its \
+                length) and the length (1, 2, 4 or 8 for data, the instruction size for X)"
+            .into();
+    }
+    if !builtin && excl != 0 {
+        if let Some(n) = pmu_name(a.type_) {
+            return format!(
+                "invalid argument; PMU {n:?} may reject exclude_* bits (the msr PMU does): \
+                 try without `opts.exclude`"
+            );
+        }
+    }
+    if errno == libc::E2BIG {
+        return "the kernel's perf_event_attr is smaller than ours and a field it lacks is set"
+            .into();
+    }
+    if req.cgroup && req.cpu < 0 {
+        return "a cgroup target needs a CPU: open one counter per CPU".into();
+    }
+    if req.pid == -1 && req.cpu < 0 {
+        return "pid -1 (any process) needs a CPU".into();
+    }
+    "invalid argument: the kernel refused this combination of options".into()
+}
+
+/// Formats CPUs as ranges: `0-3,5`.
+pub(crate) fn cpu_list(cpus: &[u32]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The first option set in `attr` that the running kernel is too old for.
+fn too_new_option(attr: &sys::perf_event_attr) -> Option<(&'static str, KernelVersion, String)> {
+    let (running, release) = KernelVersion::running()?;
+    options_set(attr)
+        .into_iter()
+        .filter(|(_, since)| *since > running)
+        .max_by_key(|(_, since)| *since)
+        .map(|(o, s)| (o, s, release))
+}
+
+/// Every option in `attr` that needs a kernel newer than 4.0, with the version that added it.
+pub(crate) fn options_set(a: &sys::perf_event_attr) -> Vec<(&'static str, KernelVersion)> {
+    let v = KernelVersion::new;
+    let mut out = Vec::new();
+    let mut add = |on: bool, name: &'static str, since: KernelVersion| {
+        if on {
+            out.push((name, since));
+        }
+    };
+    let st = a.sample_type;
+    let s = |bit: u32| st & u64::from(bit) != 0;
+    add(
+        s(sys::PERF_SAMPLE_PHYS_ADDR),
+        "sample_format.data_phys_addr (PERF_SAMPLE_PHYS_ADDR)",
+        v(4, 14),
+    );
+    add(
+        s(sys::PERF_SAMPLE_AUX),
+        "sample_format.aux (PERF_SAMPLE_AUX)",
+        v(5, 5),
+    );
+    add(
+        s(sys::PERF_SAMPLE_CGROUP),
+        "sample_format.cgroup (PERF_SAMPLE_CGROUP)",
+        v(5, 7),
+    );
+    add(
+        s(sys::PERF_SAMPLE_DATA_PAGE_SIZE),
+        "sample_format.data_page_size (PERF_SAMPLE_DATA_PAGE_SIZE)",
+        v(5, 11),
+    );
+    add(
+        s(sys::PERF_SAMPLE_CODE_PAGE_SIZE),
+        "sample_format.code_page_size (PERF_SAMPLE_CODE_PAGE_SIZE)",
+        v(5, 11),
+    );
+    add(
+        s(sys::PERF_SAMPLE_WEIGHT_STRUCT),
+        "sample_format.weight = Vars (PERF_SAMPLE_WEIGHT_STRUCT)",
+        v(5, 12),
+    );
+    add(
+        a.read_format & u64::from(sys::PERF_FORMAT_LOST) != 0,
+        "stat_format.lost_records (PERF_FORMAT_LOST)",
+        v(6, 0),
+    );
+    add(a.use_clockid() != 0, "timer (use_clockid)", v(4, 1));
+    add(
+        a.context_switch() != 0,
+        "extra_record.ctx_switch (context_switch)",
+        v(4, 3),
+    );
+    add(a.write_backward() != 0, "write_backward", v(4, 7));
+    add(a.namespaces() != 0, "extra_record.namespaces", v(4, 12));
+    add(a.ksymbol() != 0, "extra_record.ksymbol", v(5, 1));
+    add(a.bpf_event() != 0, "extra_record.bpf_event", v(5, 1));
+    add(a.aux_output() != 0, "aux_output", v(5, 4));
+    add(a.cgroup() != 0, "extra_record.cgroup", v(5, 7));
+    add(a.text_poke() != 0, "extra_record.text_poke", v(5, 9));
+    add(
+        a.build_id() != 0,
+        "extra_record.mmap.ext = Some(UseBuildId(true)) (build_id)",
+        v(5, 12),
+    );
+    add(
+        a.inherit_thread() != 0,
+        "inherit = NewThread (inherit_thread)",
+        v(5, 13),
+    );
+    add(
+        a.remove_on_exec() != 0,
+        "on_execve = Remove (remove_on_exec)",
+        v(5, 13),
+    );
+    add(a.sigtrap() != 0, "sigtrap_on_sample (sigtrap)", v(5, 13));
+    add(
+        a.defer_callchain() != 0,
+        "call_chain.defer_user (defer_callchain)",
+        v(6, 19),
+    );
+    add(
+        a.defer_output() != 0,
+        "extra_record.call_chain_deferred (defer_output)",
+        v(6, 19),
+    );
+    add(
+        a.aux_watermark != 0,
+        "wake_up.on_aux_bytes (aux_watermark)",
+        v(4, 1),
+    );
+    add(
+        a.sample_max_stack != 0,
+        "call_chain.max_stack_frames (sample_max_stack)",
+        v(4, 8),
+    );
+    add(
+        a.aux_sample_size != 0,
+        "sample_format.aux size (aux_sample_size)",
+        v(5, 5),
+    );
+    add(
+        a.sig_data != 0,
+        "sigtrap_on_sample data (sig_data)",
+        v(5, 13),
+    );
+    add(a.config3 != 0, "config3", v(6, 3));
+    add(a.config4 != 0, "config4", v(6, 19));
+    let aux_action = a.aux_action();
+    add(
+        aux_action & 1 != 0,
+        "pause_aux (aux_start_paused)",
+        v(6, 13),
+    );
+    add(
+        aux_action & 2 != 0,
+        "on_sample.aux = Pause (aux_pause)",
+        v(6, 13),
+    );
+    add(
+        aux_action & 4 != 0,
+        "on_sample.aux = Resume (aux_resume)",
+        v(6, 13),
+    );
+    let bst = a.branch_sample_type;
+    let b =
+        |bit: u32| st & u64::from(sys::PERF_SAMPLE_BRANCH_STACK) != 0 && bst & u64::from(bit) != 0;
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_CALL_STACK),
+        "branch call_stack",
+        v(4, 1),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_IND_JUMP),
+        "branch ind_jump",
+        v(4, 2),
+    );
+    add(b(sys::PERF_SAMPLE_BRANCH_CALL), "branch call", v(4, 4));
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_NO_FLAGS),
+        "branch entry_format.flags = false (NO_FLAGS)",
+        v(4, 5),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_NO_CYCLES),
+        "branch entry_format.cycles = false (NO_CYCLES)",
+        v(4, 5),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_TYPE_SAVE),
+        "branch entry_format.branch_type (TYPE_SAVE)",
+        v(4, 14),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_HW_INDEX),
+        "lbr.hw_index (HW_INDEX)",
+        v(5, 7),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_PRIV_SAVE),
+        "branch entry_format.branch_priv (PRIV_SAVE)",
+        v(6, 1),
+    );
+    add(
+        b(sys::PERF_SAMPLE_BRANCH_COUNTERS),
+        "branch entry_format.counter (COUNTERS)",
+        v(6, 8),
+    );
+    if a.type_ == sys::PERF_TYPE_SOFTWARE {
+        add(
+            a.config == u64::from(sys::PERF_COUNT_SW_BPF_OUTPUT),
+            "Software::BpfOutput",
+            v(4, 4),
+        );
+        add(
+            a.config == u64::from(sys::PERF_COUNT_SW_CGROUP_SWITCHES),
+            "Software::CgroupSwitch",
+            v(5, 13),
+        );
+    }
+    if a.type_ == sys::PERF_TYPE_BREAKPOINT {
+        let len = a.config2();
+        add(
+            matches!(len, 3 | 5 | 6 | 7),
+            "breakpoint length 3, 5, 6 or 7",
+            v(4, 10),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ranges() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+        assert_eq!(cpu_list(&[0]), "0");
+        assert_eq!(cpu_list(&[]), "");
+    }
+}

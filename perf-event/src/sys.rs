@@ -1,0 +1,182 @@
+//! Facts about the running system that the API and the error messages need: online CPUs, the kernel
+//! version, `perf_event_paranoid`, the PMUs in sysfs and where tracefs is mounted.
+
+use std::fmt;
+use std::fs;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Where the kernel lists event sources (PMUs).
+pub(crate) const PMU_DIR: &str = "/sys/bus/event_source/devices";
+
+/// A Linux version `major.minor`, as used by "Since Linux X.Y" facts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelVersion {
+    /// The major number (the `6` of 6.18).
+    pub major: u32,
+    /// The minor number (the `18` of 6.18).
+    pub minor: u32,
+}
+
+impl KernelVersion {
+    /// Builds a version.
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+
+    /// The running kernel's version and release string (`uname -r`), or `None` when the release
+    /// string does not start with `major.minor`.
+    pub fn running() -> Option<(Self, String)> {
+        let uname = rustix::system::uname();
+        let release = uname.release().to_string_lossy().into_owned();
+        parse_release(&release).map(|v| (v, release))
+    }
+}
+
+impl fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+fn parse_release(release: &str) -> Option<KernelVersion> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some(KernelVersion { major, minor })
+}
+
+/// The CPUs that are online now, from `/sys/devices/system/cpu/online` (e.g. `0-3,5`).
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be read, [`Error::Parse`] when its content is not a CPU list.
+pub fn online_cpus() -> Result<Vec<u32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = fs::read_to_string(PATH).map_err(|e| Error::io(format!("reading {PATH}"), e))?;
+    parse_cpu_list(text.trim()).ok_or_else(|| Error::Parse {
+        input: text.trim().to_owned(),
+        reason: format!("{PATH} is not a CPU list"),
+    })
+}
+
+/// Parses a kernel CPU list (`0-3,5,7-8`).
+pub(crate) fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    if text.is_empty() {
+        return Some(cpus);
+    }
+    for part in text.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// `/proc/sys/kernel/perf_event_paranoid`, or `None` when unreadable.
+pub(crate) fn paranoid() -> Option<i32> {
+    fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Every PMU in sysfs with its type number.
+pub(crate) fn pmus() -> Vec<(String, Option<u32>)> {
+    let Ok(dir) = fs::read_dir(PMU_DIR) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, Option<u32>)> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ty = fs::read_to_string(e.path().join("type"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            (name, ty)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether sysfs shows a hardware CPU PMU (`cpu`, `cpu_core`, `cpu_atom`, `armv8_*`, ...).
+pub(crate) fn has_cpu_pmu() -> bool {
+    pmus().iter().any(|(n, _)| is_cpu_pmu(n))
+}
+
+pub(crate) fn is_cpu_pmu(name: &str) -> bool {
+    name == "cpu"
+        || name.starts_with("cpu_")
+        || name.starts_with("armv")
+        || name == "cpum_cf"
+        || name.starts_with("power")
+}
+
+/// The name of the PMU whose type number is `ty`.
+pub(crate) fn pmu_name(ty: u32) -> Option<String> {
+    pmus()
+        .into_iter()
+        .find(|(_, t)| *t == Some(ty))
+        .map(|(n, _)| n)
+}
+
+/// The tracefs mount point: the `tracefs` line of `/proc/mounts`, else `<debugfs>/tracing`, else
+/// `/sys/kernel/tracing`.
+pub(crate) fn tracefs() -> PathBuf {
+    if let Ok(mounts) = fs::read_to_string("/proc/mounts") {
+        let mut debugfs = None;
+        for line in mounts.lines() {
+            let mut f = line.split_whitespace();
+            let (_, Some(dir), Some(fstype)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            // /proc/mounts escapes spaces as \040.
+            let dir = dir.replace("\\040", " ");
+            if fstype == "tracefs" {
+                return PathBuf::from(dir);
+            }
+            if fstype == "debugfs" && debugfs.is_none() {
+                debugfs = Some(PathBuf::from(dir).join("tracing"));
+            }
+        }
+        if let Some(d) = debugfs.filter(|d| d.join("events").exists()) {
+            return d;
+        }
+    }
+    PathBuf::from("/sys/kernel/tracing")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(vec![0, 1, 2, 3, 5, 7, 8]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a"), None);
+    }
+
+    #[test]
+    fn releases() {
+        assert_eq!(
+            parse_release("6.18.44-fc-v657"),
+            Some(KernelVersion::new(6, 18))
+        );
+        assert_eq!(parse_release("5.10.0"), Some(KernelVersion::new(5, 10)));
+        assert_eq!(parse_release("x"), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! Targets: another process, inherit, per-CPU system-wide, cgroup.
+
+use std::fs::{self, File};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use perf_event::config::{online_cpus, Cgroup, Cpu, Inherit, Opts, Proc};
+use perf_event::count::{Counter, PerCpu};
+use perf_event::event::sw::Software;
+use tests::{is_root, require, Skip};
+
+/// Runs `cmd` to completion; returns the CPU time (user + system, ns) of it and its descendants, from
+/// `wait4` on that child alone (other tests' children running in parallel do not mix in).
+// The child is reaped by `wait4` below, which std cannot see.
+#[allow(clippy::zombie_processes)]
+fn run_cpu_ns(cmd: &mut Command) -> u64 {
+    let child = cmd.spawn().unwrap();
+    // SAFETY: rusage is plain integers; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` and `ru` are valid and writable.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(r, child.id() as i32);
+    assert_eq!(status, 0, "child failed");
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A shell loop that burns about `ms` of CPU.
+fn spin_cmd(ms: u64) -> Command {
+    let mut c = Command::new("sh");
+    c.args([
+        "-c",
+        &format!(
+            "end=$(( $(date +%s%N) + {ms}000000 )); while [ $(date +%s%N) -lt $end ]; do :; done"
+        ),
+    ]);
+    c
+}
+
+#[test]
+fn another_pid_is_counted() {
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "read x; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let c = Counter::new(Software::TaskClock, (Proc(pid), Cpu::ALL), Opts::default()).unwrap();
+    c.enable().unwrap();
+    drop(child.stdin.take()); // EOF: the loop starts
+    child.wait().unwrap();
+    let n = c.stat().unwrap().count;
+    assert!(n > 5_000_000, "child ran {n} ns");
+}
+
+#[test]
+fn inherit_counts_forked_children() {
+    for inherit in [true, false] {
+        let o = Opts {
+            inherit: inherit.then_some(Inherit::NewChild),
+            ..Opts::default()
+        };
+        let c = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &o).unwrap();
+        c.enable().unwrap();
+        let children: u64 = (0..3).map(|_| run_cpu_ns(&mut spin_cmd(20))).sum();
+        c.disable().unwrap();
+        let n = c.stat().unwrap().count;
+        if inherit {
+            assert!(
+                n as f64 >= 0.8 * children as f64,
+                "inherit: {n} ns counted, children used {children}"
+            );
+        } else {
+            assert!(
+                n < children / 4,
+                "no inherit: {n} ns counted, children used {children}"
+            );
+        }
+    }
+}
+
+#[test]
+fn per_cpu_system_wide_cpu_clock_is_wall_time_on_every_cpu() {
+    require!(
+        is_root() || tests::paranoid() <= 0,
+        Skip::Privilege,
+        "CPU-wide counting needs paranoid <= 0"
+    );
+    let cpus = online_cpus().unwrap();
+    let set = PerCpu::counters(Software::CpuClock, Proc::ALL, Opts::default()).unwrap();
+    assert_eq!(set.cpus(), cpus);
+    let t = Instant::now();
+    set.enable().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    set.disable().unwrap();
+    let wall = t.elapsed().as_nanos() as f64;
+    for (cpu, s) in set.stats().unwrap() {
+        let r = s.count as f64 / wall;
+        assert!(
+            (0.8..=1.05).contains(&r),
+            "cpu{cpu}: {} ns of {wall}",
+            s.count
+        );
+        assert_eq!(
+            set.iter().find(|(c, _)| *c == cpu).unwrap().1.cpu(),
+            Some(cpu)
+        );
+    }
+    let sum = set.sum().unwrap().count as f64;
+    assert!(sum > 0.8 * wall * cpus.len() as f64);
+}
+
+#[test]
+fn cgroup_counts_only_its_tasks() {
+    require!(is_root(), Skip::Privilege, "creating a cgroup needs root");
+    let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|r| {
+            std::path::Path::new(r).join("cgroup.procs").exists()
+                && std::path::Path::new(r).join("cgroup.controllers").exists()
+        });
+    require!(root.is_some(), Skip::Environment, "no cgroup v2 hierarchy");
+    let dir =
+        std::path::Path::new(root.unwrap()).join(format!("perf-event-test-{}", std::process::id()));
+    fs::create_dir(&dir).unwrap();
+    let cg = File::open(&dir).unwrap();
+    let set = PerCpu::counters(Software::TaskClock, Cgroup(&cg), Opts::default()).unwrap();
+    set.enable().unwrap();
+    // Work outside the cgroup is not counted.
+    tests::busy_loop(Duration::from_millis(20));
+    let procs = dir.join("cgroup.procs");
+    let child = run_cpu_ns(Command::new("sh").args([
+        "-c",
+        &format!("echo $$ > {}; end=$(( $(date +%s%N) + 40000000 )); while [ $(date +%s%N) -lt $end ]; do :; done", procs.display()),
+    ]));
+    set.disable().unwrap();
+    let n = set.sum().unwrap().count;
+    drop(set);
+    let _ = fs::remove_dir(&dir);
+    assert!(
+        n as f64 > 0.5 * child as f64 && n < child + 20_000_000,
+        "cgroup counted {n} ns, child used {child}"
+    );
+}

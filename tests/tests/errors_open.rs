@@ -1,0 +1,265 @@
+//! Each diagnosed error, provoked on purpose, with its message checked.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use perf_event::config::{online_cpus, CallChain, Cpu, Opts, Proc};
+use perf_event::count::Counter;
+use perf_event::event::dp::DynamicPmu;
+use perf_event::event::hw::Hardware;
+use perf_event::event::sw::Software;
+use perf_event::event::Event;
+use perf_event::Error;
+use tests::{has_hardware_pmu, is_root, require, Skip};
+
+const ME: (Proc, perf_event::config::All) = (Proc::CURRENT, Cpu::ALL);
+const CHILD_ENV: &str = "PERF_EVENT_ERRORS_CHILD";
+
+/// Runs this test binary again, as `setpriv` args say, with only `test` selected and `CHILD_ENV`
+/// set to `mode`; returns its stdout.
+fn rerun(mode: &str, test: &str, setpriv: bool) -> String {
+    let exe = std::env::current_exe().unwrap();
+    // A copy the unprivileged user can execute (the build tree may not be reachable).
+    let copy =
+        std::env::temp_dir().join(format!("perf-event-errors-{}-{mode}", std::process::id()));
+    std::fs::copy(&exe, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = if setpriv {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&copy);
+        c
+    } else {
+        Command::new(&copy)
+    };
+    let out = cmd
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, mode)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&copy);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn child_mode() -> Option<String> {
+    std::env::var(CHILD_ENV).ok()
+}
+
+#[test]
+fn unprivileged_kernel_counting_names_paranoid_and_the_fix() {
+    if child_mode().as_deref() == Some("eacces") {
+        let e = Counter::new(Software::TaskClock, ME, Opts::default()).unwrap_err();
+        println!("ERROR: {e}");
+        let e = Counter::new(Software::TaskClock, (Proc::ALL, Cpu(0)), {
+            let mut o = Opts::default();
+            o.exclude.kernel = true;
+            o
+        })
+        .unwrap_err();
+        println!("CPUWIDE: {e}");
+        return;
+    }
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "switching to uid 65534 needs root"
+    );
+    let p = tests::paranoid();
+    require!(
+        p >= 2,
+        Skip::Environment,
+        "perf_event_paranoid is {p}: kernel counting is allowed"
+    );
+    require!(
+        Command::new("setpriv").arg("--version").output().is_ok(),
+        Skip::Environment,
+        "no setpriv"
+    );
+    let out = rerun(
+        "eacces",
+        "unprivileged_kernel_counting_names_paranoid_and_the_fix",
+        true,
+    );
+    let line = out
+        .lines()
+        .find_map(|l| l.split_once("ERROR: ").map(|(_, m)| m))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains(&format!("perf_event_paranoid is {p}")),
+        "{line}"
+    );
+    assert!(line.contains("exclude.kernel = true"), "{line}");
+    assert!(line.contains("CAP_PERFMON"), "{line}");
+    assert!(line.contains("sysctl kernel.perf_event_paranoid"), "{line}");
+    let cpu = out
+        .lines()
+        .find_map(|l| l.split_once("CPUWIDE: ").map(|(_, m)| m))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(cpu.contains("CPU-wide") && cpu.contains("<= 0"), "{cpu}");
+}
+
+#[test]
+fn too_many_files_names_rlimit_nofile() {
+    if child_mode().as_deref() == Some("emfile") {
+        let lim = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        // SAFETY: a valid rlimit for this process.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+        let mut held = Vec::new();
+        let e = loop {
+            match Counter::new(Software::Dummy, ME, Opts::default()) {
+                Ok(c) => held.push(c),
+                Err(e) => break e,
+            }
+        };
+        println!("ERROR: {e}");
+        return;
+    }
+    let out = rerun("emfile", "too_many_files_names_rlimit_nofile", false);
+    let line = out
+        .lines()
+        .find_map(|l| l.split_once("ERROR: ").map(|(_, m)| m))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("RLIMIT_NOFILE is 64"), "{line}");
+}
+
+#[test]
+fn a_dead_pid_is_named() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let e = Counter::new(Software::TaskClock, (Proc(pid), Cpu::ALL), Opts::default()).unwrap_err();
+    assert!(matches!(e, Error::NoSuchProcess { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("pid {pid}")), "{e}");
+    assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
+    let msg = e.to_string();
+    let io: std::io::Error = e.into();
+    assert_eq!(
+        io.to_string(),
+        msg,
+        "the message survives `?` into io::Error"
+    );
+}
+
+#[test]
+fn a_bad_cpu_names_the_online_cpus() {
+    let e = Counter::new(
+        Software::TaskClock,
+        (Proc::CURRENT, Cpu(9999)),
+        Opts::default(),
+    )
+    .unwrap_err();
+    let online = online_cpus().unwrap();
+    let list = if online.len() > 1 {
+        format!("{}-{}", online[0], online[online.len() - 1])
+    } else {
+        online[0].to_string()
+    };
+    assert!(matches!(e, Error::BadCpu { cpu: 9999, .. }), "{e}");
+    assert!(
+        e.to_string().contains(&format!("online CPUs: {list}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_made_up_pmu_is_named() {
+    let e = Event::parse("nosuchpmu/event=1/").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("no PMU named \"nosuchpmu\"") && msg.contains("software"),
+        "{msg}"
+    );
+    let e = Counter::new(
+        DynamicPmu {
+            ty: 54321,
+            config: 0,
+            config1: 0,
+            config2: 0,
+            config3: 0,
+        },
+        ME,
+        Opts::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no PMU has type 54321"), "{e}");
+    let e = Event::parse("software/nosuchterm=1/").unwrap_err();
+    assert!(e.to_string().contains("nosuchterm"), "{e}");
+}
+
+#[test]
+fn hardware_events_without_a_pmu_say_virtual_machine() {
+    require!(
+        !has_hardware_pmu(),
+        Skip::Hardware,
+        "this machine has a hardware PMU"
+    );
+    let e = Counter::new(Hardware::Instr, ME, Opts::default()).unwrap_err();
+    assert!(matches!(e, Error::NotSupported { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("no hardware PMU; this looks like a virtual machine"),
+        "{e}"
+    );
+}
+
+fn running() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = r
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+#[test]
+fn an_option_the_kernel_lacks_names_option_version_and_kernel() {
+    require!(
+        running() < (6, 19),
+        Skip::Environment,
+        "this kernel has every option we know"
+    );
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    // defer_callchain (bit 41) arrived in 6.19: older kernels refuse the reserved bit with EINVAL.
+    let mut o = Opts::default();
+    o.exclude.kernel = true;
+    o.sample_format.call_chain = Some(CallChain {
+        exclude_user: false,
+        exclude_kernel: false,
+        defer_user: true,
+        max_stack_frames: 0,
+    });
+    let e = Counter::new(Software::TaskClock, ME, &o).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::KernelTooOld { .. }), "{msg}");
+    assert!(
+        msg.contains("defer_callchain") && msg.contains("requires Linux 6.19"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("this kernel is {}", release.trim())),
+        "{msg}"
+    );
+    // config4 lies beyond this kernel's attr: E2BIG.
+    let e = Counter::new(
+        Event::from(Software::TaskClock).with_config4(1),
+        ME,
+        &o,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("requires Linux 6.19"), "{e}");
+    let mut plain = Opts::default();
+    plain.exclude.kernel = true;
+    let e = Counter::new(Event::from(Software::TaskClock).with_config4(1), ME, &plain).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::E2BIG), "{e}");
+    assert!(e.to_string().contains("config4 requires Linux 6.19"), "{e}");
+}
