@@ -4,12 +4,16 @@
 //! cargo xtask fetch-headers SUITE            download Debian's linux-libc-dev for SUITE into target/xtask/headers/SUITE
 //! cargo xtask bindgen --headers DIR          generate perf-sys/src/bindings/linux_X_Y.rs from the UAPI headers in DIR
 //! cargo xtask bindgen --check [--fetch]      regenerate from every cached header set and fail on any difference
+//! cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]
+//!                                            run the tests crate on each Debian kernel under qemu
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
 
+mod apt;
 mod bindings;
 mod headers;
+mod kernel_matrix;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +23,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -56,6 +60,13 @@ fn main() -> ExitCode {
                 return usage();
             }
         }
+        Some("kernel-matrix") => match kernel_matrix::parse_args(&args[1..]) {
+            Ok(opts) => kernel_matrix::main(&opts),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                return usage();
+            }
+        },
         _ => return usage(),
     };
     match result {
