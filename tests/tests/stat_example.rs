@@ -1,0 +1,520 @@
+//! The `stat` example of perf-event (`cargo run -p perf-event --example stat`), run as a user runs it:
+//! its counts agree with `perf stat`, its CSV and JSON parse, errors exit 1 and usage errors 2.
+//!
+//! The example binary is built by the first test that needs it (`cargo build -p perf-event --example
+//! stat`, same profile and target directory as these tests), so `cargo test -p tests` works alone.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tests::{is_root, paranoid, require, Skip};
+
+/// The example binary, built once.
+fn stat_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // This test runs as target/<profile>/deps/stat_example-<hash>.
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lies in target/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("target/<profile>");
+        let profile = profile_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("profile directory name");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .current_dir(workspace)
+            .args(["build", "-q", "-p", "perf-event", "--example", "stat"])
+            .arg("--target-dir")
+            .arg(target_dir);
+        match profile {
+            "debug" => {}
+            "release" => {
+                cargo.arg("--release");
+            }
+            other => {
+                cargo.args(["--profile", other]);
+            }
+        }
+        let status = cargo.status().expect("running cargo build");
+        assert!(status.success(), "cargo build of the stat example failed");
+        let bin = profile_dir.join("examples").join("stat");
+        assert!(bin.exists(), "{} was not built", bin.display());
+        bin
+    })
+}
+
+/// Runs the example; the counts go to stderr, as with perf.
+fn stat(args: &[&str]) -> Output {
+    Command::new(stat_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the stat example")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// CSV rows (`-x,`) of stderr: event name → (value field, all fields).
+fn csv_rows(stderr: &str) -> Vec<Vec<String>> {
+    stderr
+        .lines()
+        .filter(|l| l.split(',').count() == 7)
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect()
+}
+
+/// The numeric value of event `name` in CSV rows (msec for clocks), `None` if absent or not counted.
+fn csv_value(rows: &[Vec<String>], name: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r[2] == name)
+        .and_then(|r| r[0].parse().ok())
+}
+
+fn has_perf() -> bool {
+    Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A workload with a stable page-fault count (dd's 8 MiB buffer, faulted page by page) and ~100 ms
+/// of deterministic CPU work (a shell loop).
+const WORKLOAD: [&str; 3] = [
+    "sh",
+    "-c",
+    "dd if=/dev/zero of=/dev/null bs=8M count=20 status=none; \
+     i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+];
+
+#[test]
+fn agrees_with_perf_stat() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let events = "task-clock,page-faults,context-switches";
+    let (mut ours_pf, mut ours_tc, mut perf_pf, mut perf_tc) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..5 {
+        let mut args = vec!["-x,", "-e", events];
+        args.extend(WORKLOAD);
+        let o = stat(&args);
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "stat failed: {err}");
+        let rows = csv_rows(&err);
+        ours_pf.push(csv_value(&rows, "page-faults").expect(&err));
+        ours_tc.push(csv_value(&rows, "task-clock").expect(&err));
+
+        let p = Command::new("perf")
+            .args(["stat", "-x,", "-e", events])
+            .args(WORKLOAD)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running perf");
+        let err = text(&p.stderr);
+        assert!(p.status.success(), "perf stat failed: {err}");
+        let rows = csv_rows(&err);
+        perf_pf.push(csv_value(&rows, "page-faults").expect(&err));
+        perf_tc.push(csv_value(&rows, "task-clock").expect(&err));
+    }
+    let (opf, ppf, otc, ptc) = (
+        median(ours_pf.clone()),
+        median(perf_pf.clone()),
+        median(ours_tc.clone()),
+        median(perf_tc.clone()),
+    );
+    println!("page-faults: stat {ours_pf:?} (median {opf}), perf {perf_pf:?} (median {ppf})");
+    println!("task-clock msec: stat {ours_tc:?} (median {otc}), perf {perf_tc:?} (median {ptc})");
+    assert!(
+        ppf > 1000.0,
+        "the workload should fault its 8 MiB buffer in"
+    );
+    assert!(
+        (opf - ppf).abs() <= 0.02 * ppf,
+        "page faults differ by more than 2%: stat {opf}, perf {ppf}"
+    );
+    assert!(
+        (otc - ptc).abs() <= 0.10 * ptc,
+        "task-clock differs by more than 10%: stat {otc} msec, perf {ptc} msec"
+    );
+}
+
+#[test]
+fn csv_has_the_default_events_in_perf_column_order() {
+    let o = stat(&["-x,", "sh", "-c", ": > /dev/null"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let rows = csv_rows(&err);
+    let names: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
+    let base = |n: &str| n.strip_suffix(":u").unwrap_or(n).to_owned();
+    let names: Vec<String> = names.into_iter().map(base).collect();
+    assert_eq!(
+        names,
+        [
+            "task-clock",
+            "context-switches",
+            "cpu-migrations",
+            "page-faults",
+            "cycles",
+            "instructions",
+            "branches",
+            "branch-misses"
+        ],
+        "{err}"
+    );
+    for r in &rows {
+        // value, unit, event, run time, % running, metric value, metric unit
+        let counted = r[0].parse::<f64>().is_ok();
+        assert!(
+            counted || r[0] == "<not supported>" || r[0] == "<not counted>",
+            "{r:?}"
+        );
+        r[3].parse::<u64>().expect("run time in ns");
+        let pct: f64 = r[4].parse().expect("percentage running");
+        assert!((0.0..=100.0).contains(&pct), "{r:?}");
+        if counted {
+            assert!(r[5].is_empty() || r[5].parse::<f64>().is_ok(), "{r:?}");
+        }
+    }
+    let tc = &rows[0];
+    assert_eq!(tc[1], "msec");
+    assert!(tc[0].parse::<f64>().unwrap() > 0.0, "{tc:?}");
+    assert_eq!(tc[6], "CPUs utilized");
+    assert!(
+        csv_value(&rows, "page-faults").is_some_and(|v| v > 0.0) || err.contains("page-faults:u")
+    );
+}
+
+/// A flat JSON object of string and number values, as perf's `--json` lines are; `None` when the
+/// line is not one.
+fn parse_json_object(line: &str) -> Option<Vec<(String, String)>> {
+    let mut chars = line.trim().chars().peekable();
+    let skip_ws = |c: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        while c.peek().is_some_and(|c| c.is_whitespace()) {
+            c.next();
+        }
+    };
+    let string = |c: &mut std::iter::Peekable<std::str::Chars<'_>>| -> Option<String> {
+        if c.next()? != '"' {
+            return None;
+        }
+        let mut out = String::new();
+        loop {
+            match c.next()? {
+                '"' => return Some(out),
+                '\\' => match c.next()? {
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    'r' => out.push('\r'),
+                    'u' => {
+                        let hex: String = c.by_ref().take(4).collect();
+                        out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                    }
+                    ch => out.push(ch),
+                },
+                ch if (ch as u32) < 0x20 => return None,
+                ch => out.push(ch),
+            }
+        }
+    };
+    if chars.next()? != '{' {
+        return None;
+    }
+    let mut fields = Vec::new();
+    loop {
+        skip_ws(&mut chars);
+        let key = string(&mut chars)?;
+        skip_ws(&mut chars);
+        if chars.next()? != ':' {
+            return None;
+        }
+        skip_ws(&mut chars);
+        let value = if chars.peek() == Some(&'"') {
+            string(&mut chars)?
+        } else {
+            let mut num = String::new();
+            while chars
+                .peek()
+                .is_some_and(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
+            {
+                num.extend(chars.next());
+            }
+            num.parse::<f64>().ok()?;
+            num
+        };
+        fields.push((key, value));
+        skip_ws(&mut chars);
+        match chars.next()? {
+            ',' => continue,
+            '}' => return chars.next().is_none().then_some(fields),
+            _ => return None,
+        }
+    }
+}
+
+#[test]
+fn json_lines_parse_and_name_the_events() {
+    let o = stat(&["--json", "-e", "task-clock,page-faults", "true"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let objs: Vec<Vec<(String, String)>> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| parse_json_object(l).unwrap_or_else(|| panic!("not a JSON object: {l}")))
+        .collect();
+    assert_eq!(objs.len(), 2, "{err}");
+    let get = |o: &[(String, String)], k: &str| {
+        o.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {k} in {o:?}"))
+    };
+    let keys: Vec<&str> = objs[0].iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "counter-value",
+            "unit",
+            "event",
+            "event-runtime",
+            "pcnt-running",
+            "metric-value",
+            "metric-unit"
+        ]
+    );
+    assert!(get(&objs[0], "event").starts_with("task-clock"));
+    assert_eq!(get(&objs[0], "unit"), "msec");
+    assert!(get(&objs[0], "counter-value").parse::<f64>().unwrap() > 0.0);
+    assert!(get(&objs[1], "event").starts_with("page-faults"));
+    assert!(get(&objs[1], "counter-value").parse::<f64>().unwrap() > 0.0);
+    assert!(get(&objs[1], "event-runtime").parse::<u64>().unwrap() > 0);
+}
+
+#[test]
+fn tracepoints_count() {
+    let id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
+    require!(
+        std::fs::read_to_string(id).is_ok(),
+        if is_root() {
+            Skip::Environment
+        } else {
+            Skip::Privilege
+        },
+        "tracefs is not readable ({})",
+        id.display()
+    );
+    let o = stat(&[
+        "-x,",
+        "-e",
+        "sched:sched_switch",
+        "sh",
+        "-c",
+        "sleep 0.01; sleep 0.01; sleep 0.01",
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let n = csv_value(&csv_rows(&err), "sched:sched_switch").expect(&err);
+    // Each sleep switches its task out at least once (three processes: sh's children).
+    assert!(n >= 3.0, "sched:sched_switch counted {n}: {err}");
+}
+
+#[test]
+fn bad_event_is_an_error_with_exit_1() {
+    let o = stat(&["-e", "no-such-event-xyz", "true"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no-such-event-xyz") && err.contains("cannot use event"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_options_give_usage_and_exit_2() {
+    for args in [
+        &["--bogus"][..],
+        &["-e"],
+        &["-x,", "--json", "true"],
+        &["-p", "abc"],
+        &["-a", "-p", "1"],
+        &["--duration", "-1", "true"],
+    ] {
+        let o = stat(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("usage: stat"), "{args:?}: {err}");
+    }
+    let o = stat(&["--help"]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("--field-separator"));
+}
+
+#[test]
+fn missing_command_and_process_are_errors_with_exit_1() {
+    let o = stat(&["/nonexistent/command"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("cannot run /nonexistent/command"));
+    let o = stat(&["-p", "2147483647"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("no such process"));
+}
+
+#[test]
+fn the_command_exit_status_is_passed_on() {
+    let o = stat(&["-x,", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+}
+
+#[test]
+fn no_command_measures_the_builtin_workload() {
+    let o = stat(&["-x,"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let rows = csv_rows(&err);
+    let value = |name: &str| {
+        csv_value(&rows, name)
+            .or_else(|| csv_value(&rows, &format!("{name}:u")))
+            .unwrap_or_else(|| panic!("no {name} in {err}"))
+    };
+    assert!(value("task-clock") > 1.0, "{err}");
+    // 16 MiB of fresh pages: one fault per 4 KiB page (more with the sort's buffers).
+    assert!(value("page-faults") >= 4096.0, "{err}");
+    if csv_value(&rows, "context-switches").is_some() {
+        // Kernel counted: the three sleeps switch out.
+        assert!(value("context-switches") >= 3.0, "{err}");
+    }
+    // The human table too.
+    let o = stat(&[]);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("Performance counter stats for 'built-in workload"),
+        "{err}"
+    );
+    assert!(err.contains("seconds time elapsed"), "{err}");
+    assert!(err.contains("CPUs utilized"), "{err}");
+}
+
+#[test]
+fn attach_to_a_pid_until_it_exits_and_system_wide_for_a_duration() {
+    stat_bin(); // built before the target starts, so that it still runs when stat attaches
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "sleep 0.3; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done",
+        ])
+        .spawn()
+        .expect("spawn sh");
+    let pid = child.id().to_string();
+    let t0 = Instant::now();
+    let o = stat(&["-x,", "-e", "task-clock,page-faults", "-p", &pid]);
+    let took = t0.elapsed();
+    let _ = child.wait();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(took < Duration::from_secs(20), "stat -p took {took:?}");
+    let rows = csv_rows(&err);
+    assert!(
+        // The shell's loop after its sleep: tens of ms, all after stat attached.
+        csv_value(&rows, "task-clock").is_some_and(|v| v > 5.0),
+        "{err}"
+    );
+
+    require!(
+        is_root() || paranoid() <= 0,
+        Skip::Privilege,
+        "system-wide counting needs perf_event_paranoid <= 0"
+    );
+    let t0 = Instant::now();
+    let o = stat(&["-x,", "-a", "--duration", "0.2"]);
+    let took = t0.elapsed();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    let rows = csv_rows(&err);
+    // cpu-clock over every CPU for 0.2 s: about 200 ms per CPU.
+    let clock = csv_value(&rows, "cpu-clock").expect(&err);
+    assert!(clock > 150.0, "cpu-clock {clock} msec: {err}");
+}
+
+/// As an unprivileged user: kernel-space counting falls back to user space only (paranoid 2), or
+/// the error says what the level allows.
+#[test]
+fn permission_limits_are_explained() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "needs root to switch to uid 65534"
+    );
+    let setpriv = Path::new("/usr/bin/setpriv");
+    require!(
+        setpriv.exists(),
+        Skip::Environment,
+        "setpriv (util-linux) is not installed"
+    );
+    // A copy the unprivileged user can execute wherever the checkout lies.
+    let dir = std::env::temp_dir().join(format!("perf-rs-stat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("stat");
+    std::fs::copy(stat_bin(), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&bin)
+            .args(args)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv")
+    };
+    let level = paranoid();
+    let o = as_nobody(&["-x,", "true"]);
+    let err = text(&o.stderr);
+    println!("paranoid {level}, as uid 65534: {err}");
+    match level {
+        3.. => {
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(err.contains("perf_event_paranoid is"), "{err}");
+        }
+        2 => {
+            assert!(o.status.success(), "{err}");
+            assert!(err.contains("task-clock:u"), "{err}");
+            assert!(err.contains("count user space only"), "{err}");
+            assert!(err.contains("perf_event_paranoid is 2"), "{err}");
+        }
+        _ => {
+            assert!(o.status.success(), "{err}");
+            assert!(!err.contains(":u,"), "{err}");
+        }
+    }
+    if level >= 1 {
+        let o = as_nobody(&["-a", "true"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("perf_event_paranoid is {level}")) && err.contains("hint:"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
