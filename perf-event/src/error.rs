@@ -2,9 +2,12 @@
 //! message that says what to change.
 
 use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 
 use perf_sys as sys;
 
+use crate::config::Target;
 use crate::sys::{has_cpu_pmu, online_cpus, paranoid, pmu_name, pmus, KernelVersion};
 
 /// A `Result` with this crate's [`Error`].
@@ -51,6 +54,19 @@ pub enum Error {
         since: KernelVersion,
         /// The running kernel's release (`uname -r`).
         running: String,
+        /// The errno.
+        source: io::Error,
+    },
+    /// A cgroup target (`PERF_FLAG_PID_CGROUP`) was refused: the directory is not a cgroup the
+    /// kernel can count in (`EBADF`), or the kernel has no perf_event state for it (`ENOENT`).
+    #[error("{event}: cannot count in cgroup {path}: {detail} ({source})")]
+    Cgroup {
+        /// The event that was refused.
+        event: String,
+        /// The cgroup directory, as `/proc/self/fd` names it (or `the target cgroup` when unknown).
+        path: String,
+        /// What is wrong and what would work.
+        detail: String,
         /// The errno.
         source: io::Error,
     },
@@ -169,6 +185,7 @@ impl Error {
             Self::Permission { source, .. }
             | Self::NotSupported { source, .. }
             | Self::KernelTooOld { source, .. }
+            | Self::Cgroup { source, .. }
             | Self::TooManyFiles { source, .. }
             | Self::NoSuchProcess { source, .. }
             | Self::BadCpu { source, .. }
@@ -202,9 +219,39 @@ pub(crate) struct OpenRequest<'a> {
 }
 
 /// Turns the errno of a failed open into an [`Error`] that explains it.
+///
+/// For a cgroup target, prefer [`diagnose_open_on`], which can name the cgroup's directory.
+// For opens that have no `Target` at hand (the sampler may open that way).
+#[allow(dead_code)]
 pub(crate) fn diagnose_open(source: io::Error, req: &OpenRequest<'_>) -> Error {
+    diagnose(source, req, None)
+}
+
+/// As [`diagnose_open`], for an open on `target`: a refused cgroup is named by its path.
+pub(crate) fn diagnose_open_on(source: io::Error, req: &OpenRequest<'_>, target: &Target) -> Error {
+    let path = match &target.cgroup {
+        Some(Ok(fd)) => std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok(),
+        _ => None,
+    };
+    diagnose(source, req, path)
+}
+
+fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBuf>) -> Error {
     let event = req.event.to_owned();
     let errno = source.raw_os_error().unwrap_or(0);
+    if req.cgroup {
+        if let Some(detail) = cgroup_detail(req, errno, cgroup_path.as_deref()) {
+            return Error::Cgroup {
+                event,
+                path: cgroup_path.map_or_else(
+                    || "(the target cgroup)".to_owned(),
+                    |p| p.display().to_string(),
+                ),
+                detail,
+                source,
+            };
+        }
+    }
     match errno {
         libc::EACCES | libc::EPERM => {
             let paranoid = paranoid();
@@ -216,11 +263,23 @@ pub(crate) fn diagnose_open(source: io::Error, req: &OpenRequest<'_>) -> Error {
                 source,
             }
         }
-        libc::ENOENT | libc::EOPNOTSUPP => Error::NotSupported {
-            event,
-            detail: missing_detail(req, errno),
-            source,
-        },
+        libc::ENOENT | libc::EOPNOTSUPP => {
+            // An event kind newer than the kernel is unknown to its PMU: ENOENT, not EINVAL.
+            if let Some((option, since, running)) = too_new_event(req.attr) {
+                return Error::KernelTooOld {
+                    event,
+                    option,
+                    since,
+                    running,
+                    source,
+                };
+            }
+            Error::NotSupported {
+                event,
+                detail: missing_detail(req, errno),
+                source,
+            }
+        }
         libc::EINVAL | libc::E2BIG | libc::ENODEV => {
             if let Some((option, since, running)) = too_new_option(req.attr) {
                 return Error::KernelTooOld {
@@ -385,6 +444,73 @@ fn invalid_detail(req: &OpenRequest<'_>, errno: i32) -> String {
     "invalid argument: the kernel refused this combination of options".into()
 }
 
+/// Why a cgroup target was refused, when the errno points at the cgroup rather than the event.
+///
+/// `EBADF`: the fd is not a cgroup directory. `ENOENT`: either the event is unknown (then the
+/// same event opened on the calling thread fails alike) or the cgroup has no perf_event state.
+fn cgroup_detail(req: &OpenRequest<'_>, errno: i32, path: Option<&Path>) -> Option<String> {
+    let shown = path.map_or_else(|| "the directory".to_owned(), |p| p.display().to_string());
+    match errno {
+        libc::EBADF => Some(format!(
+            "{shown} is not a cgroup directory; open a directory of the cgroup v2 hierarchy \
+             (usually under /sys/fs/cgroup) with File::open"
+        )),
+        libc::ENOENT => {
+            // Tell an unknown event from a cgroup without perf_event state: open the same event,
+            // disabled, on the calling thread. Only an ENOENT there blames the event.
+            let mut probe = *req.attr;
+            probe.set_disabled(1);
+            probe.set_inherit(0);
+            let flags = u64::from(sys::PERF_FLAG_FD_CLOEXEC);
+            if let Err(e) = sys::perf_event_open(&probe, 0, -1, None, flags) {
+                if e.raw_os_error() == Some(libc::ENOENT) {
+                    return None;
+                }
+            }
+            let v2 = path.is_some_and(|p| p.join("cgroup.controllers").exists());
+            if path.is_some() && !v2 {
+                return Some(format!(
+                    "{shown} is not a cgroup v2 directory (it has no cgroup.controllers) and its \
+                     hierarchy has no perf_event controller; use a cgroup of the v2 hierarchy \
+                     (usually under /sys/fs/cgroup) or of a v1 hierarchy mounted with perf_event"
+                ));
+            }
+            let root = path.and_then(cgroup_v2_root);
+            let control = root.as_ref().map_or_else(
+                || "the root cgroup's cgroup.subtree_control".to_owned(),
+                |r| r.join("cgroup.subtree_control").display().to_string(),
+            );
+            let empty = root
+                .as_ref()
+                .and_then(|r| std::fs::read_to_string(r.join("cgroup.subtree_control")).ok())
+                .is_some_and(|c| c.trim().is_empty());
+            Some(format!(
+                "the kernel has no perf_event state for this cgroup (cgroup v2 is required, and on \
+                 v2 the implicit perf_event controller is set up only once something has written \
+                 {control}{now}; systemd does at boot). Enable a controller there (e.g. \
+                 `echo +pids > {control}`), then create the cgroup",
+                now = if empty { ", which is empty" } else { "" },
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The top of the cgroup v2 hierarchy that holds `dir`: the highest ancestor with
+/// `cgroup.controllers`.
+fn cgroup_v2_root(dir: &Path) -> Option<PathBuf> {
+    let mut root = None;
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if !d.join("cgroup.controllers").exists() {
+            break;
+        }
+        root = Some(d.to_path_buf());
+        at = d.parent();
+    }
+    root
+}
+
 /// Formats CPUs as ranges: `0-3,5`.
 pub(crate) fn cpu_list(cpus: &[u32]) -> String {
     let mut out = String::new();
@@ -417,6 +543,37 @@ fn too_new_option(attr: &sys::perf_event_attr) -> Option<(&'static str, KernelVe
         .filter(|(_, since)| *since > running)
         .max_by_key(|(_, since)| *since)
         .map(|(o, s)| (o, s, release))
+}
+
+/// Event kinds newer than Linux 4.0: `(type, config, name, since)`. The kernel refuses an unknown
+/// one with `ENOENT` (the PMU does not know the config).
+const NEW_EVENT_KINDS: &[(u32, u32, &str, KernelVersion)] = &[
+    (
+        sys::PERF_TYPE_SOFTWARE,
+        sys::PERF_COUNT_SW_BPF_OUTPUT,
+        "Software::BpfOutput (PERF_COUNT_SW_BPF_OUTPUT)",
+        KernelVersion::new(4, 4),
+    ),
+    (
+        sys::PERF_TYPE_SOFTWARE,
+        sys::PERF_COUNT_SW_CGROUP_SWITCHES,
+        "Software::CgroupSwitch (PERF_COUNT_SW_CGROUP_SWITCHES)",
+        KernelVersion::new(5, 13),
+    ),
+];
+
+/// The event kind of `attr`, when the running kernel is older than the version that added it.
+///
+/// Only used to explain a refusal the kernel reported: a kernel with the event backported accepts
+/// it, and then nothing is refused.
+fn too_new_event(attr: &sys::perf_event_attr) -> Option<(&'static str, KernelVersion, String)> {
+    let (running, release) = KernelVersion::running()?;
+    NEW_EVENT_KINDS
+        .iter()
+        .find(|(ty, config, _, since)| {
+            attr.type_ == *ty && attr.config == u64::from(*config) && *since > running
+        })
+        .map(|&(_, _, name, since)| (name, since, release))
 }
 
 /// Every option in `attr` that needs a kernel newer than 4.0, with the version that added it.
@@ -586,18 +743,6 @@ pub(crate) fn options_set(a: &sys::perf_event_attr) -> Vec<(&'static str, Kernel
         "branch entry_format.counter (COUNTERS)",
         v(6, 8),
     );
-    if a.type_ == sys::PERF_TYPE_SOFTWARE {
-        add(
-            a.config == u64::from(sys::PERF_COUNT_SW_BPF_OUTPUT),
-            "Software::BpfOutput",
-            v(4, 4),
-        );
-        add(
-            a.config == u64::from(sys::PERF_COUNT_SW_CGROUP_SWITCHES),
-            "Software::CgroupSwitch",
-            v(5, 13),
-        );
-    }
     if a.type_ == sys::PERF_TYPE_BREAKPOINT {
         let len = a.config2();
         add(

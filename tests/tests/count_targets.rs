@@ -26,14 +26,20 @@ fn run_cpu_ns(cmd: &mut Command) -> u64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// A shell loop that burns about `ms` of CPU.
-fn spin_cmd(ms: u64) -> Command {
+/// A shell loop of `iterations` steps, `$1` of the script: about 1 µs of CPU each on a current
+/// x86 host (more under emulation). Plain POSIX sh with no external command, so it runs the same
+/// under busybox (whose `date` has no `%N`); the tests compare counts with the CPU time `wait4`
+/// reports, so the loop needs no clock.
+const SPIN: &str = "i=0; while [ $i -lt $1 ]; do i=$((i+1)); done";
+
+/// `sh` running [`SPIN`] for `iterations` steps, after `prelude` (a shell command, may be empty).
+fn spin_cmd(prelude: &str, iterations: u32) -> Command {
     let mut c = Command::new("sh");
     c.args([
         "-c",
-        &format!(
-            "end=$(( $(date +%s%N) + {ms}000000 )); while [ $(date +%s%N) -lt $end ]; do :; done"
-        ),
+        &format!("{prelude}\n{SPIN}"),
+        "spin",
+        &iterations.to_string(),
     ]);
     c
 }
@@ -41,10 +47,7 @@ fn spin_cmd(ms: u64) -> Command {
 #[test]
 fn another_pid_is_counted() {
     let mut child = Command::new("sh")
-        .args([
-            "-c",
-            "read x; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done",
-        ])
+        .args(["-c", &format!("read x\n{SPIN}"), "spin", "30000"])
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -66,7 +69,7 @@ fn inherit_counts_forked_children() {
         };
         let c = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &o).unwrap();
         c.enable().unwrap();
-        let children: u64 = (0..3).map(|_| run_cpu_ns(&mut spin_cmd(20))).sum();
+        let children: u64 = (0..3).map(|_| run_cpu_ns(&mut spin_cmd("", 20_000))).sum();
         c.disable().unwrap();
         let n = c.stat().unwrap().count;
         if inherit {
@@ -133,10 +136,10 @@ fn cgroup_counts_only_its_tasks() {
     // Work outside the cgroup is not counted.
     tests::busy_loop(Duration::from_millis(20));
     let procs = dir.join("cgroup.procs");
-    let child = run_cpu_ns(Command::new("sh").args([
-        "-c",
-        &format!("echo $$ > {}; end=$(( $(date +%s%N) + 40000000 )); while [ $(date +%s%N) -lt $end ]; do :; done", procs.display()),
-    ]));
+    let child = run_cpu_ns(&mut spin_cmd(
+        &format!("echo $$ > {}", procs.display()),
+        40_000,
+    ));
     set.disable().unwrap();
     let n = set.sum().unwrap().count;
     drop(set);

@@ -1,9 +1,10 @@
 //! Each diagnosed error, provoked on purpose, with its message checked.
 
+use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use perf_event::config::{online_cpus, CallChain, Cpu, Opts, Proc};
+use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc};
 use perf_event::count::Counter;
 use perf_event::event::dp::DynamicPmu;
 use perf_event::event::hw::Hardware;
@@ -250,16 +251,80 @@ fn an_option_the_kernel_lacks_names_option_version_and_kernel() {
         "{msg}"
     );
     // config4 lies beyond this kernel's attr: E2BIG.
-    let e = Counter::new(
-        Event::from(Software::TaskClock).with_config4(1),
-        ME,
-        &o,
-    )
-    .unwrap_err();
+    let e = Counter::new(Event::from(Software::TaskClock).with_config4(1), ME, &o).unwrap_err();
     assert!(e.to_string().contains("requires Linux 6.19"), "{e}");
     let mut plain = Opts::default();
     plain.exclude.kernel = true;
     let e = Counter::new(Event::from(Software::TaskClock).with_config4(1), ME, &plain).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::E2BIG), "{e}");
     assert!(e.to_string().contains("config4 requires Linux 6.19"), "{e}");
+}
+
+#[test]
+fn a_cgroup_target_that_is_not_a_cgroup_is_named() {
+    require!(is_root(), Skip::Privilege, "cgroup counting needs root");
+    // A directory outside cgroupfs: the kernel says EBADF.
+    let dir = std::env::temp_dir();
+    let f = std::fs::File::open(&dir).unwrap();
+    let e = Counter::new(Software::TaskClock, (Cgroup(&f), Cpu(0)), Opts::default()).unwrap_err();
+    let msg = e.to_string();
+    println!("{msg}");
+    assert!(matches!(e, Error::Cgroup { .. }), "{msg}");
+    assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{msg}");
+    let shown = std::fs::canonicalize(&dir).unwrap();
+    assert!(
+        msg.contains(&format!("{} is not a cgroup directory", shown.display())),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_cgroup_without_perf_event_state_is_named_not_the_event() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "mounting a cgroup hierarchy needs root"
+    );
+    // A named cgroup v1 hierarchy with no controller: the kernel finds no perf_event state for its
+    // root and says ENOENT, as for a v2 cgroup made before anything wrote subtree_control.
+    let dir = std::env::temp_dir().join(format!("perf-event-cg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let opts = CString::new(format!("none,name=perf-event-test-{}", std::process::id())).unwrap();
+    // SAFETY: valid NUL-terminated strings; mounts a new named hierarchy on our own directory.
+    let r = unsafe {
+        libc::mount(
+            c"cgroup".as_ptr(),
+            target.as_ptr(),
+            c"cgroup".as_ptr(),
+            0,
+            opts.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        let err = std::io::Error::last_os_error();
+        let _ = std::fs::remove_dir(&dir);
+        require!(
+            false,
+            Skip::Environment,
+            "this kernel cannot mount a named cgroup v1 hierarchy: {err}"
+        );
+    }
+    let f = std::fs::File::open(&dir).unwrap();
+    let res = Counter::new(Software::TaskClock, (Cgroup(&f), Cpu(0)), Opts::default());
+    drop(f);
+    // SAFETY: unmounts what we mounted above.
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    let _ = std::fs::remove_dir(&dir);
+    let e = res.expect_err("counting in a cgroup without perf_event opened");
+    let msg = e.to_string();
+    println!("{msg}");
+    assert!(matches!(e, Error::Cgroup { .. }), "{msg}");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{msg}");
+    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    assert!(
+        msg.contains("not a cgroup v2 directory") && msg.contains("perf_event"),
+        "{msg}"
+    );
+    assert!(!msg.contains("does not know event"), "{msg}");
 }

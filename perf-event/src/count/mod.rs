@@ -33,7 +33,7 @@ use perf_sys as sys;
 use sys::perf_event_attr;
 
 use crate::config::{attr, Opts, Target};
-use crate::error::{diagnose_open, Error, OpenRequest, Result};
+use crate::error::{diagnose_open_on, Error, OpenRequest, Result};
 use crate::event::Event;
 
 const GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
@@ -120,7 +120,7 @@ impl Counter {
         })?;
         let flags = target.flags | u64::from(sys::PERF_FLAG_FD_CLOEXEC);
         let fd = sys::perf_event_open(&attr, pid, target.cpu, group, flags).map_err(|e| {
-            diagnose_open(
+            diagnose_open_on(
                 e,
                 &OpenRequest {
                     event: event.name(),
@@ -129,6 +129,7 @@ impl Counter {
                     cpu: target.cpu,
                     cgroup: target.is_cgroup(),
                 },
+                &target,
             )
         })?;
         let read_size = stat::Stat::read_size(attr.read_format, 1);
