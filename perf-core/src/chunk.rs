@@ -13,11 +13,13 @@ pub struct Chunk<'a> {
 
 impl<'a> Chunk<'a> {
     /// Bytes given as two halves, in order.
+    #[inline]
     pub const fn new(first: &'a [u8], second: &'a [u8]) -> Self {
         Self { first, second }
     }
 
     /// Contiguous bytes.
+    #[inline]
     pub const fn contiguous(bytes: &'a [u8]) -> Self {
         Self {
             first: bytes,
@@ -26,26 +28,31 @@ impl<'a> Chunk<'a> {
     }
 
     /// The part before the seam (all of it when the bytes do not wrap).
+    #[inline]
     pub const fn first(&self) -> &'a [u8] {
         self.first
     }
 
     /// The part after the seam (empty when the bytes do not wrap).
+    #[inline]
     pub const fn second(&self) -> &'a [u8] {
         self.second
     }
 
     /// Total length in bytes.
+    #[inline]
     pub const fn len(&self) -> usize {
         self.first.len() + self.second.len()
     }
 
     /// Whether there are no bytes.
+    #[inline]
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes as one slice, when they do not wrap.
+    #[inline]
     pub fn as_contiguous(&self) -> Option<&'a [u8]> {
         if self.second.is_empty() {
             Some(self.first)
@@ -57,6 +64,7 @@ impl<'a> Chunk<'a> {
     }
 
     /// The sub-range `offset..offset + len`, or `None` if it is out of bounds.
+    #[inline]
     pub fn get(&self, offset: usize, len: usize) -> Option<Chunk<'a>> {
         let end = offset.checked_add(len)?;
         if end > self.len() {
@@ -73,6 +81,7 @@ impl<'a> Chunk<'a> {
     }
 
     /// Copies all bytes into `dst`, which must be exactly [`len`](Self::len) long; `false` otherwise.
+    #[inline]
     pub fn copy_to_slice(&self, dst: &mut [u8]) -> bool {
         if dst.len() != self.len() {
             return false;
@@ -84,6 +93,7 @@ impl<'a> Chunk<'a> {
     }
 
     /// The bytes in a new vector.
+    #[inline]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
         v.extend_from_slice(self.first);
@@ -91,6 +101,7 @@ impl<'a> Chunk<'a> {
         v
     }
 
+    #[inline]
     fn read_array<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
         // Fast path: wholly inside the first half.
         if let Some(b) = self.first.get(offset..offset.checked_add(N)?) {
@@ -101,21 +112,25 @@ impl<'a> Chunk<'a> {
     }
 
     /// The native-endian `u64` at `offset`.
+    #[inline]
     pub fn read_u64(&self, offset: usize) -> Option<u64> {
         self.read_array(offset).map(u64::from_ne_bytes)
     }
 
     /// The native-endian `u32` at `offset`.
+    #[inline]
     pub fn read_u32(&self, offset: usize) -> Option<u32> {
         self.read_array(offset).map(u32::from_ne_bytes)
     }
 
     /// The native-endian `u16` at `offset`.
+    #[inline]
     pub fn read_u16(&self, offset: usize) -> Option<u16> {
         self.read_array(offset).map(u16::from_ne_bytes)
     }
 
     /// The byte at `offset`.
+    #[inline]
     pub fn read_u8(&self, offset: usize) -> Option<u8> {
         self.read_array::<1>(offset).map(|[b]| b)
     }

@@ -3,4 +3,191 @@
 /// Everything that can go wrong in perf-core: mapping a perf fd, reading a ring, parsing a record.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {}
+pub enum Error {
+    // --- record parsing and encoding (record/, encode.rs) ---
+    /// A record header's size is smaller than the 8-byte header itself.
+    #[error("record header says {size} bytes, less than the 8-byte header: the bytes are not at a record boundary")]
+    RecordTooShort {
+        /// The header's `size`.
+        size: u16,
+    },
+    /// A record's header size runs past the bytes available.
+    #[error("record of {size} bytes overruns the {available} bytes available: the buffer is truncated or not at a record boundary")]
+    RecordOverrun {
+        /// The header's `size`.
+        size: usize,
+        /// Bytes available from the record's start.
+        available: usize,
+    },
+    /// A field of a record lies past the end of the record's body.
+    #[error("{record} record truncated: field `{field}` runs past its {len}-byte body; was the ParseConfig built from this event's attr?")]
+    Truncated {
+        /// The record type, e.g. `"SAMPLE"`.
+        record: &'static str,
+        /// The field that did not fit.
+        field: &'static str,
+        /// Length of the record's body (after the header).
+        len: usize,
+    },
+    /// A record has bytes left over after every field its layout declares.
+    #[error("{record} record has {extra} bytes more than its layout declares; was the ParseConfig built from this event's attr?")]
+    TrailingBytes {
+        /// The record type, e.g. `"SAMPLE"`.
+        record: &'static str,
+        /// Unexplained bytes.
+        extra: usize,
+    },
+    /// The ParseConfig's sample_type or read_format has bits this parser does not know, so the layout is unknown.
+    #[error("cannot parse samples: sample_type {sample_type:#x} / read_format {read_format:#x} have bits newer than this parser")]
+    UnknownLayout {
+        /// `perf_event_attr.sample_type`.
+        sample_type: u64,
+        /// `perf_event_attr.read_format`.
+        read_format: u64,
+    },
+    /// A record cannot be encoded as the ParseConfig lays it out.
+    #[error("cannot encode {record} record: {reason}")]
+    Encode {
+        /// The record type, e.g. `"SAMPLE"`.
+        record: &'static str,
+        /// What is inconsistent.
+        reason: &'static str,
+    },
+
+    // --- perf.data files (perf_data/) ---
+    /// Reading or writing a perf.data file failed at the I/O level.
+    #[error("perf.data: {what} failed: {source}")]
+    PerfDataIo {
+        /// What was being done, e.g. `"writing the data section"`.
+        what: &'static str,
+        /// The error the file or stream returned.
+        source: std::io::Error,
+    },
+    /// The bytes are not a perf.data file this reader understands, or a section is out of bounds.
+    #[error("not a readable perf.data file: {reason} (at byte {offset})")]
+    PerfDataFormat {
+        /// What is wrong, with the values found.
+        reason: String,
+        /// File offset where the problem is.
+        offset: u64,
+    },
+    /// A perf.data writer was used in a way the format cannot express.
+    #[error("cannot write perf.data: {reason}")]
+    PerfDataWrite {
+        /// What is inconsistent.
+        reason: String,
+    },
+
+    // --- rings, mappings and the mmap page (ring.rs, mmap.rs, aux.rs, page.rs, sim.rs) ---
+    /// A ring's size is not a non-zero power of two, or the page count is not one.
+    #[error(
+        "bad {area} ring size {size}: it must be a non-zero power of two (of pages, when mapping)"
+    )]
+    BadRingSize {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// The size asked for (pages or bytes).
+        size: u64,
+    },
+    /// The mapping length of a ring does not fit in the address space.
+    #[error(
+        "a {area} ring of {pages} pages of {page_size} bytes does not fit in the address space"
+    )]
+    SizeOverflow {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// Pages asked for.
+        pages: u64,
+        /// The system page size.
+        page_size: u64,
+    },
+    /// The kernel refused to map a ring because of its locked-memory budget (EPERM or ENOMEM).
+    #[error("mapping {len} bytes of perf {area} ring failed ({source}): locked-memory budget exceeded; \
+perf_event_mlock_kb is {mlock_kb} KiB (per CPU, /proc/sys/kernel/perf_event_mlock_kb) and RLIMIT_MEMLOCK is \
+{memlock_cur} (hard {memlock_max}) bytes. Map fewer pages, raise perf_event_mlock_kb or RLIMIT_MEMLOCK (ulimit -l), \
+or run with CAP_IPC_LOCK")]
+    MapMemory {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// Bytes asked for.
+        len: u64,
+        /// `/proc/sys/kernel/perf_event_mlock_kb`, as read (`"unreadable"` if it could not be).
+        mlock_kb: String,
+        /// RLIMIT_MEMLOCK soft limit (`"unlimited"` or bytes).
+        memlock_cur: String,
+        /// RLIMIT_MEMLOCK hard limit (`"unlimited"` or bytes).
+        memlock_max: String,
+        /// The error mmap(2) returned.
+        source: std::io::Error,
+    },
+    /// The fd's output is redirected to another event's ring (EBUSY).
+    #[error(
+        "mapping the perf {area} ring failed ({source}): this fd's output was redirected with \
+PERF_EVENT_IOC_SET_OUTPUT (or its ring is busy); map the fd it writes into instead"
+    )]
+    MapBusy {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// The error mmap(2) returned.
+        source: std::io::Error,
+    },
+    /// mmap(2) of a perf fd failed for another reason.
+    #[error("mapping {len} bytes of perf {area} ring at offset {offset} failed ({source}){hint}")]
+    Map {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// Bytes asked for.
+        len: u64,
+        /// File offset asked for.
+        offset: u64,
+        /// What the errno usually means here (may be empty).
+        hint: &'static str,
+        /// The error mmap(2) returned.
+        source: std::io::Error,
+    },
+    /// The kernel's head is further from the tail than the ring holds: corrupt, or another consumer moved the tail.
+    #[error("{area} ring corrupt: head {head} is {} bytes from tail {tail}, more than the ring's {size} bytes \
+(another consumer of the same ring, or a corrupt page)", head.wrapping_sub(*tail))]
+    RingHeadOutOfRange {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// The head loaded from the page.
+        head: u64,
+        /// Our tail.
+        tail: u64,
+        /// Ring size in bytes.
+        size: u64,
+    },
+    /// A record header in a data ring is impossible: its size is under 8, not a multiple of 8, or past the head.
+    #[error("data ring corrupt at position {position}: record header says {size} bytes, but a record is a multiple \
+of 8, at least 8, and within the {available} bytes published; call Ring::discard_pending to resynchronise")]
+    RingCorruptRecord {
+        /// Free-running position of the bad header.
+        position: u64,
+        /// The header's size (0 when fewer than 8 bytes were left for a header).
+        size: u16,
+        /// Bytes published from `position` to the head.
+        available: u64,
+    },
+    /// The operation needs the other ring mode (e.g. a forward read on an overwrite ring).
+    #[error("{what} needs a {needs} {area} ring, but this one is {is}")]
+    RingMode {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// The operation.
+        what: &'static str,
+        /// The mode it needs.
+        needs: &'static str,
+        /// The ring's mode.
+        is: &'static str,
+    },
+    /// The mmap page kept changing while it was read (its seqlock never settled).
+    #[error("the perf mmap page kept changing ({attempts} reads); retry, or read(2) the counter instead")]
+    PageUnstable {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A simulated-kernel call was given a ring of another simulated region, or impossible arguments.
+    #[error("simulated kernel: {0}")]
+    Sim(&'static str),
+}

@@ -9,3 +9,17 @@ mod error;
 
 pub use chunk::Chunk;
 pub use error::Error;
+mod encode;
+pub mod perf_data;
+pub mod record;
+
+pub use record::{ParseConfig, ParseFields, RawRecord, Record, Records};
+
+mod mmap;
+mod page;
+mod ring;
+pub mod sim;
+
+pub use mmap::{page_size, MappedPage};
+pub use page::{Capabilities, PageSnapshot, UserCount, UserPage};
+pub use ring::{Area, Aux, AuxSnapshot, BackwardRecords, Batch, Data, Ring, RingMode};

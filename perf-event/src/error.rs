@@ -153,6 +153,19 @@ pub enum Error {
         /// The error.
         source: io::Error,
     },
+    /// A ring buffer could not be mapped or read (perf-core's explanation: the locked-memory
+    /// budget, EBUSY for a redirected counter, a corrupt ring...).
+    #[error(transparent)]
+    Ring(#[from] perf_core::Error),
+    /// The counter already has a [`Sampler`](crate::sample::Sampler): a ring has one consumer.
+    #[error(
+        "this counter already has a Sampler (a ring buffer has one consumer); use that one, or drop it \
+         before making another"
+    )]
+    SamplerExists,
+    /// A sampling operation that does not fit the sampler or counter, with what to do instead.
+    #[error("{0}")]
+    Sampling(String),
 }
 
 impl Error {

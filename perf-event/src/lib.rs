@@ -40,6 +40,7 @@ pub mod config;
 pub mod count;
 mod error;
 pub mod event;
+pub mod sample;
 mod sys;
 
 pub use error::{Error, Result};

@@ -51,6 +51,8 @@ pub struct Counter {
     event: Event,
     target: Target,
     read_size: usize,
+    /// Set while a [`Sampler`](crate::sample::Sampler) maps this counter's ring (one consumer).
+    pub(crate) sampler_claim: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Counter {
@@ -139,6 +141,7 @@ impl Counter {
             event,
             target,
             read_size,
+            sampler_claim: Default::default(),
         })
     }
 

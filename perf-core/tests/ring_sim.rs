@@ -1,0 +1,637 @@
+//! The ring protocol on simulated kernel memory: wrap-around, full rings, loss, corruption, panics,
+//! overwrite rings, AUX areas, and a producer and consumer on two threads. Runs under Miri.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use perf_core::sim::{Sim, SimConfig, SimOutput};
+use perf_core::{Chunk, Error, Ring, RingMode};
+
+const SAMPLE: u32 = 9;
+const LOST: u32 = 2;
+const AUX: u32 = 11;
+
+/// Under Miri everything is ~1000× slower: scale loops down.
+const fn scaled(n: u64) -> u64 {
+    if cfg!(miri) {
+        n / 32 + 1
+    } else {
+        n
+    }
+}
+
+/// A record body: `seq` then `extra` bytes of a pattern derived from `seq`.
+fn body(seq: u64, extra: usize) -> Vec<u8> {
+    let mut b = seq.to_ne_bytes().to_vec();
+    b.extend((0..extra).map(|i| (seq as u8).wrapping_mul(31).wrapping_add(i as u8)));
+    b
+}
+
+/// Checks that `rec` is the record `body(seq, extra)` of type `ty`, padded to 8 bytes.
+fn check_record(rec: Chunk<'_>, ty: u32, seq: u64, extra: usize) {
+    let want_body = body(seq, extra);
+    let size = (8 + want_body.len()).div_ceil(8) * 8;
+    assert_eq!(rec.len(), size, "record {seq} length");
+    assert_eq!(rec.read_u32(0), Some(ty));
+    assert_eq!(rec.read_u16(6), Some(size as u16));
+    let bytes = rec.to_vec();
+    assert_eq!(
+        &bytes[8..8 + want_body.len()],
+        &want_body[..],
+        "record {seq} body"
+    );
+    assert!(
+        bytes[8 + want_body.len()..].iter().all(|&b| b == 0),
+        "padding"
+    );
+}
+
+#[test]
+fn wraps_at_every_8_byte_offset() {
+    let size = 256u64;
+    for start in (0..size).step_by(8) {
+        // Also start near u64::MAX, so the free-running positions wrap the integer too.
+        for base in [0, u64::MAX - 1023] {
+            let base = (base & !7) + start;
+            let Sim {
+                mut kernel,
+                mut ring,
+                ..
+            } = Sim::new(SimConfig::new(size)).unwrap();
+            kernel.set_positions(&mut ring, base, base).unwrap();
+            let mut seq = 0u64;
+            let mut read = 0u64;
+            let mut split_seen = false;
+            // Several rounds of "write a few, read them all", with sizes that straddle the end.
+            for round in 0..if cfg!(miri) { 3 } else { 12 } {
+                let mut written = Vec::new();
+                for k in 0..3 {
+                    let extra = ((round * 3 + k) * 13 % 57) as usize;
+                    match kernel.output(SAMPLE, 0, &body(seq, extra)).unwrap() {
+                        SimOutput::Written { lost_first, .. } => {
+                            assert!(!lost_first);
+                            written.push((seq, extra));
+                        }
+                        SimOutput::Lost => {
+                            panic!("ring is drained each round, nothing may be lost")
+                        }
+                    }
+                    seq += 1;
+                }
+                let mut batch = ring.batch().unwrap();
+                for &(s, extra) in &written {
+                    let rec = batch.next_record().unwrap().expect("a record");
+                    split_seen |= !rec.second().is_empty() && !rec.first().is_empty();
+                    check_record(rec, SAMPLE, s, extra);
+                    read += 1;
+                }
+                assert!(batch.next_record().unwrap().is_none());
+                drop(batch);
+                assert_eq!(kernel.published_tail(), kernel.head());
+                assert_eq!(ring.pending_bytes(), 0);
+            }
+            assert_eq!(read, seq);
+            if !cfg!(miri) {
+                assert!(split_seen, "no record straddled the end from start {start}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_full_ring_leaves_one_record_slot_and_loses_the_rest_then_reports_lost() {
+    let mut config = SimConfig::new(256);
+    config.lost_id = 77;
+    config.sample_id = vec![0xab; 8];
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(config).unwrap();
+    // 16-byte records: the kernel's CIRC_SPACE leaves at least one byte, so 15 fit in 256 bytes, not 16.
+    let mut written = 0;
+    for seq in 0..20u64 {
+        match kernel.output(SAMPLE, 0, &body(seq, 0)).unwrap() {
+            SimOutput::Written { .. } => written += 1,
+            SimOutput::Lost => {}
+        }
+    }
+    assert_eq!(written, 15);
+    assert_eq!(kernel.pending_lost(), 5);
+    assert_eq!(ring.pending_bytes(), 240);
+    // Consume only two records: 32 + 16 free bytes is not enough for LOST (32 bytes) + a 16-byte record.
+    {
+        let mut batch = ring.batch().unwrap();
+        check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 0, 0);
+        batch.commit();
+        assert_eq!(kernel.published_tail(), 16);
+        check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 1, 0);
+    }
+    assert_eq!(
+        kernel.output(SAMPLE, 0, &body(100, 0)).unwrap(),
+        SimOutput::Lost
+    );
+    assert_eq!(kernel.pending_lost(), 6);
+    // Drain everything; the next record is preceded by LOST { id: 77, lost: 6, sample_id }.
+    let mut batch = ring.batch().unwrap();
+    for seq in 2..15 {
+        check_record(batch.next_record().unwrap().unwrap(), SAMPLE, seq, 0);
+    }
+    assert!(batch.next_record().unwrap().is_none());
+    drop(batch);
+    assert!(matches!(
+        kernel.output(SAMPLE, 0, &body(200, 0)).unwrap(),
+        SimOutput::Written {
+            lost_first: true,
+            ..
+        }
+    ));
+    assert_eq!(kernel.pending_lost(), 0);
+    assert_eq!(kernel.total_lost(), 6);
+    let mut batch = ring.batch().unwrap();
+    let lost = batch.next_record().unwrap().unwrap();
+    assert_eq!(lost.read_u32(0), Some(LOST));
+    assert_eq!(lost.len(), 32);
+    assert_eq!(lost.read_u64(8), Some(77));
+    assert_eq!(lost.read_u64(16), Some(6));
+    assert_eq!(lost.read_u64(24), Some(u64::from_ne_bytes([0xab; 8])));
+    check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 200, 0);
+    assert!(batch.next_record().unwrap().is_none());
+}
+
+#[test]
+fn corrupt_headers_are_errors_never_panics_or_hangs() {
+    let bad_sizes: [u16; 5] = [0, 4, 12, 7, 0xfff8];
+    for bad in bad_sizes {
+        let Sim {
+            mut kernel,
+            mut ring,
+            ..
+        } = Sim::new(SimConfig::new(128)).unwrap();
+        kernel.output(SAMPLE, 0, &body(1, 0)).unwrap();
+        let second = match kernel.output(SAMPLE, 0, &body(2, 8)).unwrap() {
+            SimOutput::Written { position, .. } => position,
+            SimOutput::Lost => unreachable!(),
+        };
+        let mut header = [0u8; 8];
+        header[..4].copy_from_slice(&SAMPLE.to_ne_bytes());
+        header[6..].copy_from_slice(&bad.to_ne_bytes());
+        kernel.corrupt(&mut ring, second, &header).unwrap();
+        let mut batch = ring.batch().unwrap();
+        check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 1, 0);
+        for _ in 0..3 {
+            // Sticky: the batch stays at the bad record.
+            match batch.next_record() {
+                Err(Error::RingCorruptRecord {
+                    position,
+                    size,
+                    available,
+                }) => {
+                    assert_eq!((position, size, available), (second, bad, 24));
+                }
+                other => panic!("size {bad}: expected a corrupt-record error, got {other:?}"),
+            }
+        }
+        drop(batch);
+        assert_eq!(kernel.published_tail(), 16, "the good record was consumed");
+        assert_eq!(ring.discard_pending().unwrap(), 24);
+        assert_eq!(ring.pending_bytes(), 0);
+        // The ring works again.
+        kernel.output(SAMPLE, 0, &body(3, 0)).unwrap();
+        let copy = ring.next_with(|r| r.to_vec()).unwrap().unwrap();
+        check_record(Chunk::contiguous(&copy), SAMPLE, 3, 0);
+    }
+}
+
+#[test]
+fn impossible_positions_are_errors() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(64)).unwrap();
+    // A head a whole ring ahead: the kernel never gets there (it leaves a byte free).
+    kernel.set_positions(&mut ring, 64, 0).unwrap();
+    assert!(matches!(
+        ring.batch(),
+        Err(Error::RingHeadOutOfRange {
+            head: 64,
+            tail: 0,
+            size: 64,
+            ..
+        })
+    ));
+    // The producer refuses to write into an inconsistent ring rather than over unread bytes.
+    assert_eq!(kernel.output(SAMPLE, 0, &[]).unwrap(), SimOutput::Lost);
+    // A head behind the tail.
+    kernel.set_positions(&mut ring, 8, 16).unwrap();
+    assert!(ring.batch().is_err());
+    // A misaligned tail with bytes pending.
+    kernel.set_positions(&mut ring, 20, 4).unwrap();
+    let mut batch = ring.batch().unwrap();
+    assert!(matches!(
+        batch.next_record(),
+        Err(Error::RingCorruptRecord {
+            position: 4,
+            size: 0,
+            ..
+        })
+    ));
+    drop(batch);
+    // Fewer than 8 bytes published.
+    kernel.set_positions(&mut ring, 4, 0).unwrap();
+    assert!(matches!(
+        ring.batch().unwrap().next_record(),
+        Err(Error::RingCorruptRecord { .. })
+    ));
+}
+
+/// xorshift64*: deterministic garbage.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn random_garbage_contents_and_positions_terminate_in_bounds() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..scaled(300) {
+        let size = 1u64 << (3 + rng.next() % 8);
+        let Sim {
+            mut kernel,
+            mut ring,
+            ..
+        } = Sim::new(SimConfig::new(size)).unwrap();
+        let garbage: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        kernel.corrupt(&mut ring, 0, &garbage).unwrap();
+        let tail = rng.next();
+        let head = if rng.next() % 4 == 0 {
+            rng.next()
+        } else {
+            tail.wrapping_add(rng.next() % size)
+        };
+        kernel.set_positions(&mut ring, head, tail).unwrap();
+        let Ok(mut batch) = ring.batch() else {
+            continue;
+        };
+        let mut records = 0u64;
+        let mut covered = 0u64;
+        while let Ok(Some(rec)) = batch.next_record() {
+            assert!(rec.len() >= 8 && rec.len() & 7 == 0);
+            covered += rec.len() as u64;
+            records += 1;
+            assert!(records <= size / 8, "more records than fit");
+        }
+        assert!(covered <= size);
+        assert_eq!(batch.position(), tail.wrapping_add(covered));
+    }
+}
+
+#[test]
+fn a_panic_inside_a_batch_still_publishes_what_was_consumed() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    for seq in 0..4 {
+        kernel.output(SAMPLE, 0, &body(seq, 0)).unwrap();
+    }
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut batch = ring.batch().unwrap();
+        batch.next_record().unwrap().unwrap();
+        batch.next_record().unwrap().unwrap();
+        panic!("consumer bug");
+    }));
+    assert!(result.is_err());
+    assert_eq!(kernel.published_tail(), 32);
+    assert_eq!(ring.tail(), 32);
+    // next_with: the tail moves after the closure returns, and also when it panics.
+    let published_during = ring
+        .next_with(|rec| {
+            check_record(rec, SAMPLE, 2, 0);
+            kernel.published_tail()
+        })
+        .unwrap();
+    assert_eq!(published_during, Some(32));
+    assert_eq!(kernel.published_tail(), 48);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        ring.next_with(|_| panic!("closure bug"))
+    }));
+    assert!(result.is_err());
+    assert_eq!(kernel.published_tail(), 64);
+    assert_eq!(ring.next_with(|_| ()).unwrap(), None);
+}
+
+#[test]
+fn next_chunk_takes_raw_bytes_with_a_limit() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(64)).unwrap();
+    kernel.set_positions(&mut ring, 40, 40).unwrap();
+    for seq in 0..3 {
+        kernel.output(SAMPLE, 0, &body(seq, 0)).unwrap(); // 48 bytes from 40: wraps at 64
+    }
+    let mut batch = ring.batch().unwrap();
+    assert_eq!(batch.remaining(), 48);
+    let a = batch.next_chunk(Some(20)).unwrap();
+    assert_eq!((a.first().len(), a.second().len()), (20, 0));
+    let b = batch.next_chunk(None).unwrap();
+    assert_eq!((b.first().len(), b.second().len()), (4, 24));
+    assert!(batch.next_chunk(None).is_none());
+    drop(batch);
+    assert_eq!(kernel.published_tail(), 88);
+}
+
+#[test]
+fn an_overwrite_ring_reads_newest_first() {
+    let mut config = SimConfig::new(256);
+    config.data_mode = RingMode::Overwrite;
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(config).unwrap();
+    assert!(matches!(ring.batch(), Err(Error::RingMode { .. })));
+    assert!(kernel.output(SAMPLE, 0, &[]).is_err());
+    // Not wrapped yet: exactly the records written, newest first.
+    for seq in 0..5 {
+        kernel
+            .output_backward(&mut ring, SAMPLE, 0, &body(seq, 8))
+            .unwrap();
+    }
+    let seqs: Vec<u64> = ring
+        .backward_snapshot()
+        .unwrap()
+        .map(|r| r.unwrap().read_u64(8).unwrap())
+        .collect();
+    assert_eq!(seqs, [4, 3, 2, 1, 0]);
+    // Only what came since the last snapshot.
+    kernel
+        .output_backward(&mut ring, SAMPLE, 0, &body(5, 8))
+        .unwrap();
+    let seqs: Vec<u64> = ring
+        .backward_snapshot()
+        .unwrap()
+        .map(|r| r.unwrap().read_u64(8).unwrap())
+        .collect();
+    assert_eq!(seqs, [5]);
+    // Wrapped many times, with mixed sizes: one ring's worth, newest first, consecutive, none torn.
+    let mut sizes = Vec::new();
+    for seq in 6..scaled(200) + 6 {
+        let extra = (seq * 7 % 40) as usize;
+        kernel
+            .output_backward(&mut ring, SAMPLE, 0, &body(seq, extra))
+            .unwrap();
+        sizes.push((seq, extra));
+    }
+    let mut expect = sizes.iter().rev();
+    let mut total = 0;
+    let mut n = 0;
+    for rec in ring.backward_snapshot().unwrap() {
+        let rec = rec.unwrap();
+        let &(seq, extra) = expect.next().unwrap();
+        check_record(rec, SAMPLE, seq, extra);
+        total += rec.len();
+        n += 1;
+    }
+    assert!(total <= 256);
+    // The walk stops only before a record that would not fit whole.
+    let next = expect
+        .next()
+        .map(|&(_, extra)| (8 + 8 + extra).div_ceil(8) * 8);
+    if let Some(next) = next {
+        assert!(total + next > 256, "stopped early: {total} + {next}");
+    }
+    assert!(n > 2);
+}
+
+#[test]
+fn an_overwrite_ring_stops_at_zero_headers_and_reports_bad_ones() {
+    let mut config = SimConfig::new(128);
+    config.data_mode = RingMode::Overwrite;
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(config).unwrap();
+    kernel
+        .output_backward(&mut ring, SAMPLE, 0, &body(1, 0))
+        .unwrap();
+    let newest = kernel
+        .output_backward(&mut ring, SAMPLE, 0, &body(2, 0))
+        .unwrap();
+    // Claim more was written than the records cover: the walk meets zeroed memory and stops.
+    kernel
+        .set_positions(&mut ring, newest, newest.wrapping_add(96))
+        .unwrap();
+    let mut n = 0;
+    for rec in ring.backward_snapshot().unwrap() {
+        rec.unwrap();
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    // A bad size is an error, then the iterator ends.
+    let mut header = [0u8; 8];
+    header[6..].copy_from_slice(&12u16.to_ne_bytes());
+    kernel.corrupt(&mut ring, newest, &header).unwrap();
+    kernel
+        .set_positions(&mut ring, newest, newest.wrapping_add(32))
+        .unwrap();
+    let items: Vec<_> = ring.backward_snapshot().unwrap().collect();
+    assert_eq!(items.len(), 1);
+    assert!(matches!(
+        items[0],
+        Err(Error::RingCorruptRecord { size: 12, .. })
+    ));
+}
+
+#[test]
+fn aux_normal_mode_reads_chunks_and_truncates_when_full() {
+    let mut config = SimConfig::new(512);
+    config.aux_size = 64;
+    let Sim {
+        mut kernel,
+        mut ring,
+        aux,
+    } = Sim::new(config).unwrap();
+    let mut aux = aux.unwrap();
+    let stream: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    let mut sent = 0usize;
+    let mut got = Vec::new();
+    while sent < stream.len() {
+        let want = (stream.len() - sent).min(40);
+        let out = kernel.aux_output(&stream[sent..sent + want]).unwrap();
+        assert_eq!(out.offset, sent as u64);
+        sent += out.written as usize;
+        // The AUX record in the data ring says the same.
+        let rec = ring.next_with(|r| r.to_vec()).unwrap().unwrap();
+        let rec = Chunk::contiguous(&rec);
+        assert_eq!(rec.read_u32(0), Some(AUX));
+        assert_eq!(rec.read_u64(8), Some(out.offset));
+        assert_eq!(rec.read_u64(16), Some(out.written));
+        assert_eq!(rec.read_u64(24), Some(out.flags));
+        if out.written < want as u64 {
+            assert_eq!(out.flags, 1, "TRUNCATED");
+        }
+        // Read in chunks of at most 16 bytes, every other round, so the area fills up sometimes.
+        if out.written == 0 || sent % 3 != 0 {
+            let mut batch = aux.batch().unwrap();
+            while let Some(c) = batch.next_chunk(Some(16)) {
+                assert!(c.len() <= 16);
+                got.extend(c.to_vec());
+            }
+        }
+        assert!(aux.pending_bytes() < 64);
+    }
+    let mut batch = aux.batch().unwrap();
+    while let Some(c) = batch.next_chunk(None) {
+        got.extend(c.to_vec());
+    }
+    drop(batch);
+    assert_eq!(got, stream);
+    assert_eq!(kernel.published_aux_tail(), 1000);
+}
+
+#[test]
+fn aux_snapshot_mode_gives_the_newest_bytes() {
+    let mut config = SimConfig::new(512);
+    config.aux_size = 64;
+    config.aux_mode = RingMode::Overwrite;
+    let Sim {
+        mut kernel,
+        ring: _ring,
+        aux,
+    } = Sim::new(config).unwrap();
+    let mut aux = aux.unwrap();
+    assert!(aux.batch().is_err());
+    assert!(kernel.aux_output(&[1]).is_err());
+    kernel.aux_output_overwrite(&mut aux, &[7u8; 10]).unwrap();
+    let snap = aux.aux_snapshot(None).unwrap();
+    assert_eq!((snap.head, snap.bytes.to_vec()), (10, vec![7u8; 10]));
+    let stream: Vec<u8> = (0..200u8).collect();
+    let out = kernel.aux_output_overwrite(&mut aux, &stream).unwrap();
+    assert_eq!(out.flags, 2, "OVERWRITE");
+    let snap = aux.aux_snapshot(None).unwrap();
+    assert_eq!(snap.head, 210);
+    assert_eq!(snap.bytes.to_vec(), stream[136..].to_vec());
+    assert!(
+        !snap.bytes.second().is_empty(),
+        "210 % 64 != 0: the newest bytes wrap"
+    );
+    let snap = aux.aux_snapshot(None).unwrap();
+    assert!(snap.bytes.is_empty(), "nothing new");
+    kernel
+        .aux_output_overwrite(&mut aux, &stream[..30])
+        .unwrap();
+    let snap = aux.aux_snapshot(Some(8)).unwrap();
+    assert_eq!(snap.bytes.to_vec(), stream[22..30].to_vec());
+    let full = aux.aux_snapshot_full().unwrap();
+    assert_eq!(full.bytes.len(), 64);
+    assert_eq!(full.bytes.to_vec()[34..], stream[..30]);
+}
+
+#[test]
+fn producer_and_consumer_on_two_threads() {
+    let n = scaled(20_000);
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(1024)).unwrap();
+    let producer = std::thread::spawn(move || {
+        for seq in 0..n {
+            let _ = kernel
+                .output(SAMPLE, 0, &body(seq, (seq % 24) as usize))
+                .unwrap();
+            if seq % 64 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        // A final record carries the last LOST, if any: wait until the consumer drained the ring, so it fits
+        // (a failed attempt would count as one more loss).
+        while kernel.published_tail() != kernel.head() {
+            std::thread::yield_now();
+        }
+        let marker = kernel.output(SAMPLE, 1, &body(n, 0)).unwrap();
+        assert!(matches!(marker, SimOutput::Written { .. }));
+        kernel.total_lost()
+    });
+    let (mut samples, mut lost_reported, mut last_seq) = (0u64, 0u64, None::<u64>);
+    'outer: loop {
+        let mut batch = ring.batch().unwrap();
+        while let Some(rec) = batch.next_record().unwrap() {
+            match rec.read_u32(0).unwrap() {
+                LOST => lost_reported += rec.read_u64(16).unwrap(),
+                SAMPLE => {
+                    let seq = rec.read_u64(8).unwrap();
+                    if let Some(last) = last_seq {
+                        assert!(seq > last, "records out of order");
+                    }
+                    last_seq = Some(seq);
+                    if rec.read_u16(4) == Some(1) {
+                        break 'outer;
+                    }
+                    check_record(rec, SAMPLE, seq, (seq % 24) as usize);
+                    samples += 1;
+                }
+                other => panic!("unexpected record type {other}"),
+            }
+        }
+        drop(batch);
+        std::thread::yield_now();
+    }
+    let lost_total = producer.join().unwrap();
+    assert_eq!(samples + lost_reported, n);
+    assert_eq!(lost_reported, lost_total);
+}
+
+#[test]
+fn rings_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Ring<perf_core::Data>>();
+    check::<Ring<perf_core::Aux>>();
+    check::<perf_core::sim::SimKernel>();
+}
+
+#[test]
+fn bad_sizes_are_rejected() {
+    assert!(matches!(
+        Sim::new(SimConfig::new(100)),
+        Err(Error::BadRingSize { .. })
+    ));
+    assert!(matches!(
+        Sim::new(SimConfig::new(4)),
+        Err(Error::BadRingSize { .. })
+    ));
+    let mut c = SimConfig::new(64);
+    c.aux_size = 3;
+    assert!(matches!(
+        Sim::new(c),
+        Err(Error::BadRingSize { area: "aux", .. })
+    ));
+    let Sim { mut kernel, .. } = Sim::new(SimConfig::new(64)).unwrap();
+    assert!(kernel.output(SAMPLE, 0, &vec![0; 70_000]).is_err());
+}
+
+#[test]
+fn the_simulator_refuses_another_regions_ring() {
+    let Sim { mut kernel, .. } = Sim::new(SimConfig::new(64)).unwrap();
+    let Sim {
+        ring: mut other, ..
+    } = Sim::new(SimConfig::new(64)).unwrap();
+    assert!(matches!(
+        kernel.corrupt(&mut other, 0, &[1]),
+        Err(Error::Sim(_))
+    ));
+    assert!(matches!(
+        kernel.set_positions(&mut other, 0, 0),
+        Err(Error::Sim(_))
+    ));
+}

@@ -1,0 +1,433 @@
+//! Async record iterators: [`AsyncIter`] (a [`Stream`] of owned records) and [`AsyncCowIter`]
+//! (the zero-copy closure form), woken by the kernel through one shared reactor thread
+//! (`reactor.rs`). The user-facing explanation is on [`AsyncIter`].
+
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+
+use super::reactor::Registration;
+use super::record::{Parser, Priv, Record};
+use super::{CowChunk, CowIter, Iter};
+use crate::error::{Error, Result};
+
+/// Where a stream is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// Still waiting for records.
+    Open,
+    /// The kernel said hangup or error: drain what is left, then end.
+    Draining,
+    /// Ended: every poll returns `None`.
+    Done,
+}
+
+/// The readiness half shared by both iterators: the registration and where the stream is.
+#[derive(Debug)]
+struct Wait {
+    reg: Registration,
+    end: End,
+}
+
+/// What the caller should do after [`Wait::poll`].
+enum Step {
+    /// Try the ring again.
+    Retry,
+    /// Yield this error.
+    Error(Error),
+    /// The stream is over.
+    End,
+    /// Nothing to do until the task is woken.
+    Pending,
+}
+
+impl Wait {
+    fn new(fd: BorrowedFd<'_>) -> Result<Self> {
+        Ok(Self {
+            reg: Registration::new(fd)?,
+            end: End::Open,
+        })
+    }
+
+    /// Called when the ring was found empty: registers the waker and decides.
+    fn poll(&mut self, cx: &mut Context<'_>, retried: &mut bool) -> Step {
+        match self.end {
+            End::Done => return Step::End,
+            End::Draining => {
+                self.end = End::Done;
+                return Step::End;
+            }
+            End::Open => {}
+        }
+        let ready = self.reg.poll_ready(cx);
+        if ready.error {
+            // Records written before the error are still delivered after it.
+            self.end = End::Draining;
+            return Step::Error(Error::io(
+                "waiting for records",
+                io::Error::other(
+                    "the kernel reported EPOLLERR on the sampler: the event is in error state \
+                     (a pinned counter could not be kept on its PMU, or the PMU was removed); \
+                     re-enable it or open it unpinned",
+                ),
+            ));
+        }
+        if ready.hangup {
+            // The target exited: one last look at the ring, then the end.
+            self.end = End::Draining;
+            return Step::Retry;
+        }
+        if ready.readable && !*retried {
+            // A wakeup arrived after the ring was looked at: look again, once.
+            *retried = true;
+            return Step::Retry;
+        }
+        Step::Pending
+    }
+
+    /// Shared poll loop: `take` looks at the ring once (`None`: empty).
+    fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut take: impl FnMut() -> Option<Result<T>>,
+    ) -> Poll<Option<Result<T>>> {
+        let mut retried = false;
+        loop {
+            if self.end != End::Done {
+                if let Some(item) = take() {
+                    return Poll::Ready(Some(item));
+                }
+            }
+            match self.poll(cx, &mut retried) {
+                Step::Retry => continue,
+                Step::Error(e) => return Poll::Ready(Some(Err(e))),
+                Step::End => return Poll::Ready(None),
+                Step::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// An async iterator of owned records: a [`Stream`] driven by the shared reactor.
+///
+///
+/// [`Iter::into_async`] and [`CowIter::into_async`] register the sampler's fd with the process's
+/// reactor: one helper thread (`perf-event-io`) and one epoll set for every async iterator, so a
+/// thousand samplers cost one thread, not a thousand. Any executor works (tokio, async-std,
+/// `futures::executor`, a hand-written one): the reactor only calls [`Waker::wake`](std::task::Waker::wake).
+///
+/// ```no_run
+/// use perf_event::config::{Opts, Proc, Cpu, SampleOn, WakeUpOn};
+/// use perf_event::count::Counter;
+/// use perf_event::event::sw::Software;
+///
+/// # fn main() -> Result<(), perf_event::Error> {
+/// let mut opts = Opts::default();
+/// opts.sample_on = SampleOn::Count(1_000_000); // every ms of task clock
+/// opts.sample_format.code_addr = true;
+/// opts.wake_up.on = WakeUpOn::Samples(1); // wake the task at every sample
+/// let counter = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &opts)?;
+/// let sampler = counter.sampler(4)?;
+/// let mut stream = sampler.iter().into_async()?;
+/// counter.enable()?;
+/// futures::executor::block_on(async {
+///     std::thread::spawn(|| (0..50_000_000u64).sum::<u64>());
+///     while let Some((cpumode, record)) = stream.next().await {
+///         println!("{cpumode:?} {record:-?}");
+///     }
+/// });
+/// # Ok(()) }
+/// ```
+///
+/// # When the task is woken
+///
+/// The kernel wakes a sampler's fd according to [`Opts::wake_up`](crate::config::Opts::wake_up):
+/// after every N samples (`WakeUpOn::Samples(n)`, `wakeup_events`) or once N bytes are in the ring
+/// (`WakeUpOn::Bytes(n)`, `wakeup_watermark`). The default (`Samples(0)`) is a watermark of half
+/// the ring: a slow event on a large ring may then wake its reader seconds late, or, at the end of
+/// a capture, never. Either choose a small wake-up threshold, or set a flush interval with
+/// [`AsyncIter::flush_every`], which wakes the task periodically to take whatever is in the ring.
+/// Records are never lost by waiting: only a full ring drops them (and reports a
+/// [`Lost`](super::record::Record) record).
+///
+/// # How the stream ends
+///
+/// - When the monitored task exits (the kernel reports `EPOLLHUP` once the task and its inherited
+///   children are gone), the stream yields what is left in the ring and then ends (`None`). An
+///   event on every task of a CPU never hangs up.
+/// - When the kernel reports `EPOLLERR` (a pinned counter that could not be kept on its PMU, or a
+///   PMU that was removed), the stream yields one [`Error`] item, then what is left in the ring,
+///   then ends. (The spec-compatible [`AsyncIter::next`] ends at the error; use
+///   [`AsyncIter::try_next`] or the [`Stream`] to see it.) Neither case busy-loops: the reactor
+///   registers fds edge-triggered.
+///
+/// # Using your own reactor
+///
+/// [`Sampler`](super::Sampler) implements [`AsFd`], so an executor's own reactor can watch it
+/// instead. With tokio's `AsyncFd`:
+///
+/// ```no_run
+/// use perf_event::config::{Opts, Proc, Cpu, SampleOn, WakeUpOn};
+/// use perf_event::count::Counter;
+/// use perf_event::event::sw::Software;
+/// use std::os::fd::AsFd;
+/// use tokio::io::unix::AsyncFd;
+/// use tokio::io::Interest;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut opts = Opts::default();
+/// opts.sample_on = SampleOn::Count(1_000_000);
+/// opts.wake_up.on = WakeUpOn::Samples(1);
+/// let counter = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &opts)?;
+/// let sampler = counter.sampler(4)?;
+/// // Tokio registers the fd edge-triggered: `perf_poll` reports EPOLLIN once per kernel wakeup.
+/// let fd = sampler.as_fd().try_clone_to_owned()?;
+/// // SAFETY: the AsyncFd owns `fd`, so it stays open, and the same, while registered (tokio ≥ 1.54
+/// // asks this of the caller; older versions have the safe, now deprecated, `with_interest`).
+/// let ready = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
+/// let mut iter = sampler.iter();
+/// counter.enable()?;
+/// std::thread::spawn(|| (0..50_000_000u64).sum::<u64>());
+/// let mut n = 0;
+/// while n < 10 {
+///     let mut guard = ready.readable().await?;
+///     // Drain everything, then clear the readiness and wait for the next wakeup.
+///     for (_cpumode, _record) in iter.by_ref() {
+///         n += 1;
+///     }
+///     guard.clear_ready();
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// Made by [`Iter::into_async`].
+#[derive(Debug)]
+pub struct AsyncIter<'a> {
+    inner: Iter<'a>,
+    wait: Wait,
+}
+
+impl<'a> Iter<'a> {
+    /// Creates an asynchronous iterator: registers the sampler with the shared reactor thread
+    /// (started on first use).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the fd cannot be duplicated or added to the epoll set, or the reactor
+    /// thread cannot be started.
+    pub fn into_async(self) -> Result<AsyncIter<'a>> {
+        let wait = Wait::new(self.sampler().as_fd())?;
+        Ok(AsyncIter { inner: self, wait })
+    }
+}
+
+impl<'a> AsyncIter<'a> {
+    /// Polls for the next record, registering the task for wakeup when the ring is empty; `None`
+    /// once the stream has ended (the target exited and the ring is drained).
+    ///
+    /// This is the spec's form, with no error items: after `EPOLLERR` it yields what is left in
+    /// the ring and ends; a corrupt ring ends it. Use [`poll_try_next`](Self::poll_try_next) (or
+    /// the [`Stream`]) to see errors.
+    pub fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<(Priv, Record)>> {
+        let this = self.get_mut();
+        loop {
+            return match this.poll_try_next_inner(cx) {
+                Poll::Ready(Some(Ok(it))) => Poll::Ready(Some(it)),
+                Poll::Ready(Some(Err(_))) if this.wait.end == End::Draining => continue,
+                Poll::Ready(Some(Err(_))) | Poll::Ready(None) => {
+                    this.wait.end = End::Done;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+
+    /// Polls for the next record or error. After an error item from the kernel (`EPOLLERR`) the
+    /// records still in the ring follow, then the end.
+    pub fn poll_try_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(Priv, Record)>>> {
+        self.get_mut().poll_try_next_inner(cx)
+    }
+
+    fn poll_try_next_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(Priv, Record)>>> {
+        let inner = &mut self.inner;
+        self.wait.poll_with(cx, || inner.try_next())
+    }
+
+    /// Waits for the next record; `None` once the stream has ended. The spec's form, with no
+    /// error items (see [`poll_next`](Self::poll_next) and [`try_next`](Self::try_next)).
+    pub async fn next(&mut self) -> Option<(Priv, Record)> {
+        poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// Waits for the next record or error; `None` once the stream has ended.
+    pub async fn try_next(&mut self) -> Option<Result<(Priv, Record)>> {
+        poll_fn(|cx| self.poll_try_next_inner(cx)).await
+    }
+
+    /// Wakes the task every `interval` even without a kernel wakeup, so records below the
+    /// wake-up threshold are delivered at most `interval` late; `None` turns it off.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the timer cannot be created.
+    pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        self.wait.reg.set_flush_interval(interval)
+    }
+
+    /// The synchronous iterator back, e.g. to drain the ring without waiting.
+    pub fn into_sync(self) -> Iter<'a> {
+        self.inner
+    }
+}
+
+impl Stream for AsyncIter<'_> {
+    /// An owned record, or an error from the kernel (`EPOLLERR`) or the parser.
+    type Item = Result<(Priv, Record)>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_try_next_inner(cx)
+    }
+}
+
+impl AsFd for AsyncIter<'_> {
+    /// The reactor's duplicate of the sampler's fd.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.wait.reg.as_fd()
+    }
+}
+
+/// An async zero-copy record iterator: [`CowIter::next`]'s closure form, driven by the shared
+/// reactor.
+///
+/// Made by [`CowIter::into_async`]. It is woken, and ends, as [`AsyncIter`] does.
+#[derive(Debug)]
+pub struct AsyncCowIter<'a> {
+    inner: CowIter<'a>,
+    wait: Wait,
+    error: Option<Error>,
+}
+
+impl<'a> CowIter<'a> {
+    /// Creates an asynchronous iterator: registers the sampler with the shared reactor thread
+    /// (started on first use).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the fd cannot be duplicated or added to the epoll set, or the reactor
+    /// thread cannot be started.
+    pub fn into_async(self) -> Result<AsyncCowIter<'a>> {
+        let wait = Wait::new(self.sampler().as_fd())?;
+        Ok(AsyncCowIter {
+            inner: self,
+            wait,
+            error: None,
+        })
+    }
+}
+
+impl<'a> AsyncCowIter<'a> {
+    /// Polls for the next record and, when there is one, calls `f` with its bytes in the ring and
+    /// the parser; the ring's tail moves when `f` returns. `None` once the iterator has ended (the
+    /// target exited and the ring is drained, or the kernel reported `EPOLLERR`; see
+    /// [`take_error`](Self::take_error)).
+    ///
+    /// `f` is called at most once; when the poll is pending it is dropped uncalled.
+    pub fn poll_next<F, R>(self: Pin<&mut Self>, cx: &mut Context<'_>, f: F) -> Poll<Option<R>>
+    where
+        F: FnOnce(CowChunk<'_>, &Parser) -> R + Unpin,
+    {
+        self.get_mut().poll_next_inner(cx, f)
+    }
+
+    fn poll_next_inner<F, R>(&mut self, cx: &mut Context<'_>, f: F) -> Poll<Option<R>>
+    where
+        F: FnOnce(CowChunk<'_>, &Parser) -> R,
+    {
+        let inner = &mut self.inner;
+        let mut f = Some(f);
+        loop {
+            let take = || {
+                inner
+                    .next(|c, p| f.take().map(|f| f(c, p)))
+                    .flatten()
+                    .map(Ok)
+            };
+            return match self.wait.poll_with(cx, take) {
+                Poll::Ready(Some(Ok(r))) => Poll::Ready(Some(r)),
+                Poll::Ready(Some(Err(e))) => {
+                    self.error = Some(e);
+                    continue;
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+
+    /// Waits for the next record and calls `f` with it (see [`poll_next`](Self::poll_next));
+    /// `None` once the iterator has ended.
+    pub async fn next<F, R>(&mut self, f: F) -> Option<R>
+    where
+        F: FnOnce(CowChunk<'_>, &Parser) -> R + Unpin,
+    {
+        let mut f = Some(f);
+        poll_fn(|cx| match f.take() {
+            Some(g) => {
+                // `poll_next_inner` consumes the closure even when pending; keep it for the next
+                // poll by passing a forwarding closure and putting it back if unused.
+                let mut slot = Some(g);
+                let polled = self.poll_next_inner(cx, |c, p| slot.take().map(|g| g(c, p)));
+                match polled {
+                    Poll::Ready(Some(Some(r))) => Poll::Ready(Some(r)),
+                    Poll::Ready(Some(None)) | Poll::Ready(None) => Poll::Ready(None),
+                    Poll::Pending => {
+                        f = slot;
+                        Poll::Pending
+                    }
+                }
+            }
+            None => Poll::Ready(None),
+        })
+        .await
+    }
+
+    /// The error that ended the iterator (`EPOLLERR`), if any; taking it clears it.
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// Wakes the task every `interval` even without a kernel wakeup; see
+    /// [`AsyncIter::flush_every`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the timer cannot be created.
+    pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        self.wait.reg.set_flush_interval(interval)
+    }
+
+    /// The synchronous iterator back.
+    pub fn into_sync(self) -> CowIter<'a> {
+        self.inner
+    }
+}
+
+impl AsFd for AsyncCowIter<'_> {
+    /// The reactor's duplicate of the sampler's fd.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.wait.reg.as_fd()
+    }
+}

@@ -1,0 +1,268 @@
+//! [`AuxTracer`]: the AUX area of a sampler's ring (Intel PT, CoreSight, ARM SPE... trace bytes).
+
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard};
+
+use perf_core::{Aux, Chunk, Ring, RingMode};
+
+use super::Sampler;
+use crate::error::{Error, Result};
+
+/// AUX bytes as one or two slices (two when they wrap the area's end); see [`AuxCowIter`].
+pub type AuxChunk<'a> = Chunk<'a>;
+
+/// The AUX area of a [`Sampler`]: raw trace bytes a PMU writes; made by
+/// [`Sampler::aux_tracer`]. Since Linux 4.1.
+///
+/// Each `PERF_RECORD_AUX` in the data ring ([`Record::Aux`](super::record::Record::Aux)) says
+/// which bytes were added (`offset`, `size`); reading the chunks in order after the data records
+/// gives the same bytes.
+#[derive(Debug)]
+pub struct AuxTracer<'a> {
+    sampler: &'a Sampler,
+    ring: Mutex<Ring<Aux>>,
+}
+
+impl Sampler {
+    /// Maps the AUX area with 2^`exp` pages and returns its reader. The PMU stops (and flags
+    /// records `truncated`) when the area is full.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sampling`] if this sampler already has an AUX tracer; [`Error::Ring`] from the
+    /// mapping (`Map` with EINVAL/EOPNOTSUPP when the PMU has no AUX area: only PMUs such as
+    /// `intel_pt`, `intel_bts`, `cs_etm`, `arm_spe` have one; `MapMemory` for the locked-memory
+    /// budget).
+    pub fn aux_tracer(&self, exp: u8) -> Result<AuxTracer<'_>> {
+        self.map_aux(exp, RingMode::Normal)
+    }
+
+    /// Maps the AUX area in snapshot (overwrite) mode: the PMU overwrites the oldest bytes, and
+    /// [`AuxIter::next`] returns the newest ones. Disable the counter (or pause it) before reading.
+    ///
+    /// # Errors
+    ///
+    /// As [`aux_tracer`](Self::aux_tracer).
+    pub fn aux_tracer_snapshot(&self, exp: u8) -> Result<AuxTracer<'_>> {
+        self.map_aux(exp, RingMode::Overwrite)
+    }
+
+    fn map_aux(&self, exp: u8, mode: RingMode) -> Result<AuxTracer<'_>> {
+        if self.aux_mapped.swap(true, Ordering::AcqRel) {
+            return Err(Error::Sampling(
+                "this sampler already has an AUX tracer (one AUX area per ring)".into(),
+            ));
+        }
+        let made = (|| {
+            let pages = 1u64
+                .checked_shl(u32::from(exp))
+                .filter(|_| exp < 40)
+                .ok_or(Error::Ring(perf_core::Error::BadRingSize {
+                    area: "aux",
+                    size: u64::MAX,
+                }))?;
+            let ring = self.ring().map_aux(self.as_fd(), pages, mode)?;
+            Ok(AuxTracer::new(self, ring))
+        })();
+        if made.is_err() {
+            self.aux_mapped.store(false, Ordering::Release);
+        }
+        made
+    }
+}
+
+impl<'a> AuxTracer<'a> {
+    pub(crate) fn new(sampler: &'a Sampler, ring: Ring<Aux>) -> Self {
+        AuxTracer {
+            sampler,
+            ring: Mutex::new(ring),
+        }
+    }
+
+    fn ring(&self) -> MutexGuard<'_, Ring<Aux>> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Normal, or snapshot (overwrite).
+    pub fn mode(&self) -> RingMode {
+        self.ring().mode()
+    }
+
+    /// The `aux_head`: how many bytes the PMU has written in all (free-running).
+    pub fn head(&self) -> u64 {
+        self.ring().head()
+    }
+
+    /// An iterator over the AUX bytes as owned chunks.
+    pub fn iter(&self) -> AuxIter<'_> {
+        AuxIter { tracer: self }
+    }
+
+    /// An iterator over the AUX bytes in place.
+    pub fn cow_iter(&self) -> AuxCowIter<'_> {
+        AuxCowIter { tracer: self }
+    }
+}
+
+impl Drop for AuxTracer<'_> {
+    fn drop(&mut self) {
+        self.sampler.aux_mapped.store(false, Ordering::Release);
+    }
+}
+
+/// Owned AUX chunks; see [`AuxTracer::iter`].
+#[derive(Debug)]
+pub struct AuxIter<'a> {
+    tracer: &'a AuxTracer<'a>,
+}
+
+impl AuxIter<'_> {
+    /// The next at most `max_chunk_len` bytes (all available when `None`), copied out; `None`
+    /// when there are none. In snapshot mode: the newest bytes written since the previous call
+    /// (at most `max_chunk_len`, older ones are skipped).
+    pub fn next(&mut self, max_chunk_len: Option<u64>) -> Option<Vec<u8>> {
+        self.tracer
+            .cow_iter()
+            .next(max_chunk_len, |chunk| chunk.to_vec())
+    }
+}
+
+/// AUX bytes in place; see [`AuxTracer::cow_iter`].
+#[derive(Debug)]
+pub struct AuxCowIter<'a> {
+    tracer: &'a AuxTracer<'a>,
+}
+
+impl AuxCowIter<'_> {
+    /// Calls `f` with the next at most `max_chunk_len` bytes (one or two slices) in the AUX
+    /// area, then gives them back to the PMU; `None` when there are none.
+    pub fn next<F, R>(&mut self, max_chunk_len: Option<u64>, f: F) -> Option<R>
+    where
+        F: FnOnce(AuxChunk<'_>) -> R,
+    {
+        let mut ring = self.tracer.ring();
+        match ring.mode() {
+            RingMode::Normal => {
+                let mut batch = ring.batch().ok()?;
+                let chunk = batch.next_chunk(max_chunk_len)?;
+                Some(f(chunk))
+            }
+            RingMode::Overwrite => {
+                let snap = ring.aux_snapshot(max_chunk_len).ok()?;
+                if snap.bytes.is_empty() {
+                    None
+                } else {
+                    Some(f(snap.bytes))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use perf_core::sim::{Sim, SimConfig};
+    use perf_core::RingMode;
+    use perf_sys::perf_event_attr;
+
+    use super::AuxTracer;
+    use crate::sample::record::Record;
+    use crate::sample::Sampler;
+
+    fn sim(
+        aux_mode: RingMode,
+    ) -> (
+        perf_core::sim::SimKernel,
+        Sampler,
+        perf_core::Ring<perf_core::Aux>,
+    ) {
+        let mut cfg = SimConfig::new(4096);
+        cfg.aux_size = 1024;
+        cfg.aux_mode = aux_mode;
+        let sim = Sim::new(cfg).unwrap();
+        let file = File::open("/dev/null").unwrap();
+        let attr = perf_event_attr::default();
+        let sampler = Sampler::from_parts(file, attr, sim.ring, Arc::new(AtomicBool::new(true)));
+        (sim.kernel, sampler, sim.aux.unwrap())
+    }
+
+    #[test]
+    fn chunks_match_aux_records() {
+        let (mut kernel, sampler, aux) = sim(RingMode::Normal);
+        let tracer = AuxTracer::new(&sampler, aux);
+        let mut written = Vec::new();
+        for i in 0..5u8 {
+            let bytes: Vec<u8> = (0..300u16).map(|b| (b as u8).wrapping_mul(i + 1)).collect();
+            kernel.aux_output(&bytes).unwrap();
+            written.extend_from_slice(&bytes);
+            // Read after each write so the PMU never runs out of room.
+            let mut records = Vec::new();
+            for (_, r) in sampler.iter() {
+                if let Record::Aux(a) = r {
+                    records.push(*a);
+                }
+            }
+            assert_eq!(records.len(), 1);
+            let a = &records[0];
+            assert_eq!(a.size, 300);
+            assert!(!a.truncated);
+            let mut got = Vec::new();
+            while let Some(c) = tracer.iter().next(Some(128)) {
+                assert!(c.len() <= 128);
+                got.extend(c);
+            }
+            assert_eq!(got.len() as u64, a.size);
+            let start = a.offset as usize;
+            assert_eq!(&written[start..start + 300], &got[..]);
+        }
+        // Wrapped the 1 KiB area: 1500 bytes went through it.
+        assert_eq!(tracer.head(), 1500);
+    }
+
+    #[test]
+    fn full_area_truncates_and_cow_sees_two_slices() {
+        let (mut kernel, sampler, aux) = sim(RingMode::Normal);
+        let tracer = AuxTracer::new(&sampler, aux);
+        kernel.aux_output(&[1u8; 1000]).unwrap();
+        assert_eq!(tracer.iter().next(None).unwrap().len(), 1000);
+        // 2000 bytes into an area with 1023 free: truncated.
+        kernel.aux_output(&[2u8; 2000]).unwrap();
+        let aux: Vec<_> = sampler
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Record::Aux(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(aux.len(), 2);
+        assert!(aux[1].truncated);
+        assert_eq!(aux[1].size, 1023);
+        let slices = tracer
+            .cow_iter()
+            .next(None, |c| (c.first().len(), c.second().len()))
+            .unwrap();
+        assert_eq!(slices.0 + slices.1, 1023);
+        assert!(slices.1 > 0, "the chunk wraps the area's end");
+        assert!(tracer.iter().next(None).is_none());
+    }
+
+    #[test]
+    fn snapshot_mode_returns_newest_bytes() {
+        let (mut kernel, sampler, mut aux) = sim(RingMode::Overwrite);
+        let bytes: Vec<u8> = (0..1500u32).map(|b| b as u8).collect();
+        kernel.aux_output_overwrite(&mut aux, &bytes).unwrap();
+        let tracer = AuxTracer::new(&sampler, aux);
+        let got = tracer.iter().next(Some(100)).unwrap();
+        assert_eq!(&got[..], &bytes[1400..]);
+        assert!(tracer.iter().next(None).is_none());
+        let records: Vec<_> = sampler.iter().collect();
+        assert!(records
+            .iter()
+            .any(|(_, r)| matches!(r, Record::Aux(a) if a.overwrite)));
+    }
+}

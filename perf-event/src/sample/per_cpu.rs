@@ -1,0 +1,320 @@
+//! Per-CPU sampling: the same event on every online CPU, one ring each, and an iterator that
+//! merges their records in time order, flushing in rounds as `perf record`/`perf report` do.
+//!
+//! The kernel cannot give a CPU-wide event (`pid = -1`) or an inherited per-task event one ring
+//! for all CPUs: each CPU writes its own ring, in its own time order. [`MergedIter`] reads every
+//! ring up to its current head (a *round*), queues the records by time, and emits those that no
+//! later round can precede: the ones not newer than the newest time seen *before* the round (the
+//! rule of perf's `FINISHED_ROUND` ordered-events queue, which allows for a record timestamped on
+//! one CPU just before another CPU's newer record but committed to its ring just after). A
+//! round that finds every ring empty flushes the queue. Records without a time (no
+//! `record_id_format.time`, or a side-band record without `record_id_all`) take the time of the
+//! record before them in their ring, so they keep their place in it.
+
+use std::borrow::Borrow;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+use super::record::{Priv, Record};
+use super::{Iter, Sampler};
+use crate::config::{CpuScope, Opts};
+use crate::count::{Counter, PerCpu};
+use crate::error::{Error, Result};
+use crate::event::Event;
+
+/// Records taken from one ring per round at most; a ring with more left holds the round's
+/// horizon back to its last time, so order is kept while memory stays bounded.
+const ROUND_MAX: usize = 1 << 16;
+
+/// One sampler per CPU over the same event, enabled together, read as one time-ordered stream.
+///
+/// ```no_run
+/// use perf_event::config::{Opts, Proc, SampleOn};
+/// use perf_event::event::sw::Software;
+/// use perf_event::sample::PerCpuSampler;
+///
+/// let mut opts = Opts::default();
+/// opts.sample_on = SampleOn::Freq(1000);
+/// opts.sample_format.code_addr = true;
+/// opts.record_id_format.time = true; // without a time, rings are merged in round order
+/// opts.record_id_format.cpu = true;
+/// // Every task on every online CPU (needs CAP_PERFMON or perf_event_paranoid <= 0).
+/// let set = PerCpuSampler::new(Software::CpuClock, Proc::ALL, &opts, 4)?;
+/// set.enable()?;
+/// std::thread::sleep(std::time::Duration::from_millis(100));
+/// set.disable()?;
+/// for (cpu, cpumode, record) in set.iter() {
+///     println!("cpu{cpu} {cpumode:?} {record:-?}");
+/// }
+/// # Ok::<(), perf_event::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct PerCpuSampler {
+    counters: PerCpu<Counter>,
+    samplers: Vec<(u32, Sampler)>,
+}
+
+impl PerCpuSampler {
+    /// Opens `event` on every online CPU for `scope` ([`Proc::ALL`](crate::config::Proc::ALL):
+    /// every task; a [`Proc`](crate::config::Proc); a [`Cgroup`](crate::config::Cgroup)) and maps
+    /// a ring of 2^`exp` data pages for each.
+    ///
+    /// # Errors
+    ///
+    /// As [`PerCpu::counters`] and [`Counter::sampler`], for the first CPU that fails.
+    pub fn new<E>(event: E, scope: impl CpuScope, opts: impl Borrow<Opts>, exp: u8) -> Result<Self>
+    where
+        E: TryInto<Event>,
+        Error: From<E::Error>,
+    {
+        Self::from_counters(PerCpu::counters(event, scope, opts)?, exp)
+    }
+
+    /// Maps a ring of 2^`exp` data pages for each counter of a per-CPU set.
+    ///
+    /// # Errors
+    ///
+    /// As [`Counter::sampler`], for the first CPU that fails.
+    pub fn from_counters(counters: PerCpu<Counter>, exp: u8) -> Result<Self> {
+        let samplers = counters
+            .iter()
+            .map(|(cpu, c)| Ok((cpu, c.sampler(exp)?)))
+            .collect::<Result<_>>()?;
+        Ok(Self { counters, samplers })
+    }
+
+    /// The per-CPU counters.
+    pub fn counters(&self) -> &PerCpu<Counter> {
+        &self.counters
+    }
+
+    /// The CPUs and their samplers.
+    pub fn samplers(&self) -> impl Iterator<Item = (u32, &Sampler)> {
+        self.samplers.iter().map(|(c, s)| (*c, s))
+    }
+
+    /// Enables every CPU's counter.
+    ///
+    /// # Errors
+    ///
+    /// The first ioctl error.
+    pub fn enable(&self) -> Result<()> {
+        self.counters.enable()
+    }
+
+    /// Disables every CPU's counter.
+    ///
+    /// # Errors
+    ///
+    /// The first ioctl error.
+    pub fn disable(&self) -> Result<()> {
+        self.counters.disable()
+    }
+
+    /// The records of every CPU, merged in time order; see [`MergedIter`].
+    pub fn iter(&self) -> MergedIter<'_> {
+        MergedIter::new(self.samplers.iter().map(|(c, s)| (*c, s.iter())))
+    }
+}
+
+/// A queued record, ordered by (time, arrival).
+#[derive(Debug)]
+struct Queued {
+    time: u64,
+    seq: u64,
+    cpu: u32,
+    cpumode: Priv,
+    record: Record,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.seq) == (other.time, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.time, self.seq).cmp(&(other.time, other.seq))
+    }
+}
+
+/// One ring's iterator and the time of its last record.
+#[derive(Debug)]
+struct Source<'a> {
+    cpu: u32,
+    iter: Iter<'a>,
+    last_time: u64,
+}
+
+/// The records of several rings (one per CPU), merged in time order: `(cpu, cpumode, record)`.
+///
+/// Made by [`PerCpuSampler::iter`] or [`MergedIter::new`]. Like [`Iter`], `next` never blocks: it
+/// returns `None` once every ring is empty and every queued record was emitted (it can be used
+/// again afterwards); [`next_timeout`](Self::next_timeout) waits with `poll(2)` on every ring.
+///
+/// Times are non-decreasing across the merged stream as long as each ring's records are
+/// (the kernel writes a CPU's records in the order it timestamps them) and a record is
+/// committed to its ring within one round of its timestamp: each round reads every ring up to
+/// its head, then emits the queued records not newer than the newest time seen before the round
+/// (perf's `FINISHED_ROUND` rule); a round that finds every ring empty flushes the queue. Records
+/// without a time take the time of the record before them in their ring, keeping their place.
+/// A ring whose records cannot be parsed is skipped, as [`Iter`] does.
+#[derive(Debug)]
+pub struct MergedIter<'a> {
+    sources: Vec<Source<'a>>,
+    queue: BinaryHeap<Reverse<Queued>>,
+    /// Queued records not newer than this may be emitted.
+    horizon: u64,
+    /// The newest time read so far.
+    newest: u64,
+    seq: u64,
+}
+
+impl<'a> MergedIter<'a> {
+    /// Merges the records of `iters`, each labelled with its CPU.
+    pub fn new(iters: impl IntoIterator<Item = (u32, Iter<'a>)>) -> Self {
+        Self {
+            sources: iters
+                .into_iter()
+                .map(|(cpu, iter)| Source {
+                    cpu,
+                    iter,
+                    last_time: 0,
+                })
+                .collect(),
+            queue: BinaryHeap::new(),
+            horizon: 0,
+            newest: 0,
+            seq: 0,
+        }
+    }
+
+    /// Records queued, read from the rings but not yet emitted.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Reads every ring up to its head (at most [`ROUND_MAX`] records each); returns how many
+    /// records were read. Sets the horizon for the records queued.
+    fn round(&mut self) -> usize {
+        let before = self.newest;
+        let mut horizon = before;
+        let mut read = 0;
+        for src in &mut self.sources {
+            let mut n = 0;
+            while n < ROUND_MAX {
+                let Some(item) = src.iter.try_next() else {
+                    break;
+                };
+                let Ok((cpumode, record)) = item else {
+                    // A corrupt ring: its pending bytes were discarded; go on.
+                    continue;
+                };
+                n += 1;
+                let time = record
+                    .record_id()
+                    .and_then(|id| id.time)
+                    .unwrap_or(src.last_time);
+                src.last_time = time;
+                self.newest = self.newest.max(time);
+                self.seq += 1;
+                self.queue.push(Reverse(Queued {
+                    time,
+                    seq: self.seq,
+                    cpu: src.cpu,
+                    cpumode,
+                    record,
+                }));
+            }
+            if n == ROUND_MAX {
+                // Records are left in this ring: none newer than its last may go out yet.
+                horizon = horizon.min(src.last_time);
+            }
+            read += n;
+        }
+        self.horizon = if read == 0 { self.newest } else { horizon };
+        read
+    }
+
+    fn pop_ready(&mut self) -> Option<(u32, Priv, Record)> {
+        match self.queue.peek() {
+            Some(Reverse(q)) if q.time <= self.horizon => {}
+            _ => return None,
+        }
+        self.queue
+            .pop()
+            .map(|Reverse(q)| (q.cpu, q.cpumode, q.record))
+    }
+
+    /// Emits every queued record, whatever the horizon: for the end of a capture, after the
+    /// counters are disabled and the rings drained. Later records may then be older than these.
+    pub fn flush(&mut self) -> impl Iterator<Item = (u32, Priv, Record)> + use<'_, 'a> {
+        self.horizon = u64::MAX;
+        std::iter::from_fn(move || self.pop_ready())
+    }
+
+    /// The next record, waiting up to `timeout` for one with `poll(2)` on every ring.
+    ///
+    /// `None` when the time is up, or when every ring's target exited (`POLLHUP`) and everything
+    /// was emitted.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Option<(u32, Priv, Record)> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(item) = self.next() {
+                return Some(item);
+            }
+            let left = match deadline {
+                Some(d) => d.checked_duration_since(Instant::now())?,
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                return None;
+            }
+            let ts = Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let samplers: Vec<&Sampler> = self.sources.iter().map(|s| s.iter.sampler()).collect();
+            let mut fds: Vec<PollFd<'_>> = samplers
+                .iter()
+                .map(|s| PollFd::new(*s, PollFlags::IN))
+                .collect();
+            if rustix::event::poll(&mut fds, Some(&ts)).is_ok()
+                && !fds.is_empty()
+                && fds.iter().all(|f| {
+                    f.revents().intersects(PollFlags::HUP | PollFlags::ERR)
+                        && !f.revents().contains(PollFlags::IN)
+                })
+            {
+                // Every target is gone: whatever is left, then the end.
+                return self.next();
+            }
+        }
+    }
+}
+
+impl Iterator for MergedIter<'_> {
+    type Item = (u32, Priv, Record);
+
+    /// The next record in time order, or `None` when every ring is empty and the queue is
+    /// flushed (non-blocking).
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(item) = self.pop_ready() {
+                return Some(item);
+            }
+            if self.round() == 0 && self.queue.is_empty() {
+                return None;
+            }
+        }
+    }
+}
