@@ -234,7 +234,9 @@ fn flag(name: &str, inline: &Option<String>) -> Result<bool, String> {
 fn number(s: &str, opt: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("the value of '{opt}' must be a positive integer, not '{s}'")),
+        _ => Err(format!(
+            "the value of '{opt}' must be a positive integer, not '{s}'"
+        )),
     }
 }
 

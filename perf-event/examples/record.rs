@@ -1,0 +1,575 @@
+//! `perf record`, with the safe API: samples a command, every CPU or running processes, and writes a
+//! perf.data file that `perf report` and `perf script` read.
+//!
+//! ```text
+//! cargo run --release -p perf-event --example record -- -F 999 -g -o perf.data -- CMD ARGS
+//! perf report -i perf.data
+//! ```
+//!
+//! # Design
+//!
+//! - **One ring per CPU.** An inherited event (`inherit`, needed to follow the command's threads and
+//!   children) cannot be mapped when it counts on every CPU (`cpu = -1`), so, like `perf record`,
+//!   the event is opened once per online CPU, each with its own [`Sampler`]. With `-p`, the counters
+//!   of every thread on a CPU write into that CPU's ring ([`Sampler::attach`]).
+//! - **The command without unsafe code.** The counters are opened on **this** process (`pid` 0),
+//!   disabled, with `inherit` and `enable_on_exec`, right before the command is spawned: the
+//!   child's inherited copies start at its `exec` (whose COMM and MMAP2 records the kernel then
+//!   writes), and ours never run since this process never execs (see the stat example).
+//! - **Records as they come.** While the command runs, the rings are polled and drained, every
+//!   record written to the file unchanged ([`PerfDataWriter::write_raw`]), with a
+//!   `FINISHED_ROUND` after each pass, as perf does.
+//! - **What predates the recording** is synthesized as perf does: COMM records for running threads
+//!   and MMAP2 records of their executable mappings from `/proc/PID/maps` (`-p`, `-a`), and the
+//!   kernel's MMAP (`[kernel.kallsyms]_text`) when kernel samples are recorded. Build ids the
+//!   kernel put in MMAP2 records (Linux 5.12+), and the kernel's, go to the `BUILD_ID` feature.
+#![forbid(unsafe_code)]
+
+#[path = "record/args.rs"]
+mod args;
+#[path = "record/synth.rs"]
+mod synth;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, BufWriter};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
+use perf_core::record::{Mmap2File, Record};
+use perf_core::{ParseConfig, RawRecord};
+use perf_event::config::{
+    online_cpus, CallChain, Cpu, Inherit, OnExecve, Opts, Proc, SampleOn, UseBuildId,
+};
+use perf_event::count::Counter;
+use perf_event::event::Event;
+use perf_event::perf_sys as sys;
+use perf_event::sample::Sampler;
+use perf_event::Error;
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+use args::{Args, Rate};
+use synth::Ids;
+
+/// Why the run stopped early: a usage error (exit 2) or a failure (exit 1).
+enum Fail {
+    Usage(String),
+    Error(String),
+}
+
+fn fail(e: impl std::fmt::Display) -> Fail {
+    Fail::Error(e.to_string())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(Fail::Usage(msg)) => {
+            eprintln!("record: {msg}");
+            eprintln!("{}", args::USAGE.lines().next().unwrap_or_default());
+            eprintln!("Run 'record --help' for the options.");
+            ExitCode::from(2)
+        }
+        Err(Fail::Error(msg)) => {
+            eprintln!("record: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Where the counters are opened.
+#[derive(Clone)]
+enum Target {
+    /// This process, inherited by the command and enabled by its exec.
+    Child,
+    /// Every task, on every CPU.
+    AllCpus,
+    /// These threads (of the `-p` processes) and their future children.
+    Threads(Vec<u32>),
+}
+
+/// The opened counters: per CPU, the ones whose records go to that CPU's ring (the first owns it).
+struct Opened {
+    per_cpu: Vec<Vec<Counter>>,
+    name: String,
+    kernel: bool,
+}
+
+type Writer = PerfDataWriter<BufWriter<File>>;
+
+fn run() -> Result<ExitCode, Fail> {
+    let a = args::parse(std::env::args_os().skip(1)).map_err(Fail::Usage)?;
+    if a.help {
+        println!("{}", args::USAGE);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
+        .map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
+
+    let cpus = online_cpus().map_err(fail)?;
+    let target = if a.all_cpus {
+        Target::AllCpus
+    } else if !a.pids.is_empty() {
+        let mut tids = Vec::new();
+        for &pid in &a.pids {
+            let t = synth::threads(pid);
+            if t.is_empty() {
+                return Err(fail(format!("no such process: pid {pid} does not exist")));
+            }
+            tids.extend(t);
+        }
+        Target::Threads(tids)
+    } else {
+        Target::Child
+    };
+
+    // Open (right before the command is spawned: no other thread of this process forks meanwhile).
+    let opened = open(&a, &target, &cpus)?;
+    let samplers = map_rings(&opened, a.pages_exp)?;
+    let first = opened
+        .per_cpu
+        .iter()
+        .flatten()
+        .next()
+        .ok_or_else(|| fail("no counter could be opened"))?;
+    let mut ids = Vec::new();
+    for c in opened.per_cpu.iter().flatten() {
+        ids.push(c.id().map_err(fail)?);
+    }
+    let attr = *first.attr();
+    let cfg = ParseConfig::from_attr(&attr);
+    let synth_ids = Ids {
+        cfg,
+        id: ids.first().copied().unwrap_or(0),
+    };
+    let event = EventAttr::new(attr)
+        .with_ids(ids)
+        .with_name(opened.name.clone());
+
+    // The file, and what predates the recording.
+    keep_old(&a.output)?;
+    let mut w = PerfDataWriter::create(&a.output, vec![event])
+        .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
+    let mut kernel_build_id = None;
+    if opened.kernel {
+        match synth::kernel_text() {
+            Some(text) => {
+                w.write_record(0, &synth::kernel_mmap(text, &synth_ids))
+                    .map_err(fail)?;
+                kernel_build_id = synth::kernel_build_id();
+            }
+            None => eprintln!(
+                "record: the kernel's address is hidden (/proc/kallsyms, kptr_restrict): kernel \
+                 samples will not be resolved to symbols"
+            ),
+        }
+    }
+    let existing = match &target {
+        Target::Child => Vec::new(),
+        Target::AllCpus => synth::all_pids(),
+        Target::Threads(_) => a.pids.clone(),
+    };
+    for pid in existing {
+        for rec in synth::process(pid, &synth_ids) {
+            w.write_record(0, &rec).map_err(fail)?;
+        }
+    }
+    w.finish_round().map_err(fail)?;
+
+    // Record.
+    let mut rec = Recorder {
+        w,
+        cfg,
+        build_ids: BTreeMap::new(),
+        wakeups: 0,
+    };
+    let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
+        for c in opened.per_cpu.iter().flatten() {
+            f(c).map_err(fail)?;
+        }
+        Ok(())
+    };
+    let manual = !matches!(target, Target::Child);
+    if manual {
+        each(&|c| c.enable())?;
+    }
+    let mut exit = ExitCode::SUCCESS;
+    if a.command.is_empty() {
+        let pids = a.pids.clone();
+        rec.pump(&samplers, || {
+            interrupted.load(Ordering::Relaxed)
+                || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
+        })?;
+    } else {
+        let mut child = match Command::new(&a.command[0]).args(&a.command[1..]).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                drop(rec);
+                let _ = fs::remove_file(&a.output);
+                return Err(fail(format!(
+                    "cannot run {}: {e}",
+                    a.command[0].to_string_lossy()
+                )));
+            }
+        };
+        let mut status = None;
+        rec.pump(&samplers, || match try_wait(&mut child) {
+            Ok(Some(s)) => {
+                status = Some(Ok(s));
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                status = Some(Err(e));
+                true
+            }
+        })?;
+        let status = match status {
+            Some(s) => s,
+            None => child.wait(),
+        }
+        .map_err(|e| fail(format!("waiting for the command: {e}")))?;
+        let code = match (status.code(), status.signal()) {
+            (Some(c), _) => c,
+            (None, Some(sig)) => 128 + sig,
+            _ => 1,
+        };
+        exit = ExitCode::from(code.clamp(0, 255) as u8);
+    }
+    if manual {
+        each(&|c| c.disable())?;
+    }
+    // The records written until the end: the command's exit, the last samples.
+    rec.drain(&samplers)?;
+
+    let mut lost = 0u64;
+    for s in &samplers {
+        let l = s.lost().map_err(fail)?;
+        lost += l.lost_records + l.lost_samples;
+    }
+    let mut features = Features::from_host();
+    features.build_ids = rec
+        .build_ids
+        .iter()
+        .map(|(file, id)| BuildIdEntry::user(id.clone(), file.clone()))
+        .collect();
+    if let Some(id) = kernel_build_id {
+        features
+            .build_ids
+            .push(BuildIdEntry::kernel(id, "[kernel.kallsyms]"));
+    }
+    let samples = rec.w.samples_written();
+    let wakeups = rec.wakeups;
+    rec.w
+        .finish(&features)
+        .map_err(|e| fail(format!("cannot finish {}: {e}", a.output.display())))?;
+    let size = fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);
+
+    eprintln!("[ perf record: Woken up {wakeups} times to write data ]");
+    if lost > 0 {
+        eprintln!(
+            "record: lost {lost} records: the rings were full (try a larger -m or a lower -F)"
+        );
+    }
+    eprintln!(
+        "[ perf record: Captured and wrote {:.3} MB {} ({samples} samples) ]",
+        size as f64 / (1024.0 * 1024.0),
+        a.output.display()
+    );
+    Ok(exit)
+}
+
+/// `Child::try_wait`, retried when a signal interrupts it.
+fn try_wait(child: &mut Child) -> io::Result<Option<std::process::ExitStatus>> {
+    loop {
+        match child.try_wait() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Moves an existing output file aside to `FILE.old`, as perf does.
+fn keep_old(path: &Path) -> Result<(), Fail> {
+    if fs::symlink_metadata(path).is_ok() {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        let old = PathBuf::from(old);
+        fs::rename(path, &old).map_err(|e| {
+            fail(format!(
+                "cannot move the old {} to {}: {e}",
+                path.display(),
+                old.display()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The file being written, and what is learned from the records on the way.
+struct Recorder {
+    w: Writer,
+    cfg: ParseConfig,
+    /// Build ids from MMAP2 records, by file name.
+    build_ids: BTreeMap<String, Vec<u8>>,
+    /// Passes that found records.
+    wakeups: u64,
+}
+
+impl Recorder {
+    /// Drains and waits for records until `done` says so.
+    fn pump(&mut self, samplers: &[Sampler], mut done: impl FnMut() -> bool) -> Result<(), Fail> {
+        loop {
+            if self.drain(samplers)? > 0 {
+                self.wakeups += 1;
+            }
+            if done() {
+                return Ok(());
+            }
+            poll(samplers, Duration::from_millis(100));
+        }
+    }
+
+    /// Writes every record in the rings now, then ends the round. Returns how many there were.
+    fn drain(&mut self, samplers: &[Sampler]) -> Result<usize, Fail> {
+        let mut n = 0;
+        let mut err = None;
+        for s in samplers {
+            let mut cow = s.iter().into_cow();
+            n += cow.drain(usize::MAX, |chunk, _| {
+                if err.is_some() {
+                    return;
+                }
+                let written = RawRecord::from_chunk(chunk.as_chunk()).and_then(|(raw, _)| {
+                    self.note(&raw);
+                    self.w.write_raw(&raw)
+                });
+                if let Err(e) = written {
+                    err = Some(e);
+                }
+            });
+        }
+        if let Some(e) = err {
+            return Err(fail(format!("writing the records: {e}")));
+        }
+        if n > 0 {
+            self.w.finish_round().map_err(fail)?;
+        }
+        Ok(n)
+    }
+
+    /// Keeps the build id of an MMAP2 record that carries one.
+    fn note(&mut self, raw: &RawRecord<'_>) {
+        if raw.record_type() != sys::PERF_RECORD_MMAP2 || !raw.misc().mmap_build_id() {
+            return;
+        }
+        if let Ok(Record::Mmap2(m)) = raw.parse(&self.cfg) {
+            if let Mmap2File::BuildId(id) = m.file {
+                let name = m.filename.to_string_lossy().into_owned();
+                if name.starts_with('/') && !id.as_bytes().is_empty() {
+                    self.build_ids
+                        .entry(name)
+                        .or_insert_with(|| id.as_bytes().to_vec());
+                }
+            }
+        }
+    }
+}
+
+/// Waits until a ring has records to read (its wakeup watermark) or `timeout` passes.
+fn poll(samplers: &[Sampler], timeout: Duration) {
+    let fds: Vec<BorrowedFd<'_>> = samplers.iter().map(AsFd::as_fd).collect();
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
+    let ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    // An interrupted poll (Ctrl-C) just ends the wait early.
+    let _ = rustix::event::poll(&mut pfds, Some(&ts));
+}
+
+/// The options every counter is opened with.
+fn base_opts(a: &Args, target: &Target) -> Opts {
+    let mut o = Opts {
+        sample_on: match a.rate {
+            Rate::Freq(f) => SampleOn::Freq(f),
+            Rate::Period(p) => SampleOn::Count(p),
+        },
+        ..Opts::default()
+    };
+    o.sample_format.code_addr = true;
+    o.sample_format.period = true;
+    if a.call_graph {
+        o.sample_format.call_chain = Some(CallChain {
+            exclude_user: false,
+            exclude_kernel: false,
+            defer_user: false,
+            max_stack_frames: 0,
+        });
+    }
+    // perf's layout for several CPUs: the id first (one ring may hold several counters' records),
+    // task, time, CPU, on samples and, with sample_id_all, on every other record.
+    o.record_id_format.identifier = true;
+    o.record_id_format.task = true;
+    o.record_id_format.time = true;
+    o.record_id_format.cpu = true;
+    o.record_id_all = true;
+    o.extra_record.task = true;
+    o.extra_record.comm = true;
+    o.extra_record.comm_exec = true;
+    o.extra_record.mmap.code = true;
+    o.extra_record.mmap.ext = Some(UseBuildId(true));
+    match target {
+        Target::Child => {
+            o.inherit = Some(Inherit::NewChild);
+            o.on_execve = Some(OnExecve::Enable);
+        }
+        Target::Threads(_) => o.inherit = Some(Inherit::NewChild),
+        Target::AllCpus => {}
+    }
+    o
+}
+
+/// Opens the event on every CPU for the target, falling back as perf does: `cycles` to `cpu-clock`
+/// without a hardware PMU, user space only when the kernel is not permitted, MMAP2 without build
+/// ids on kernels before 5.12.
+fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
+    let (mut event, mut name) = match &a.event {
+        Some(n) => (
+            Event::parse(n).map_err(|e| {
+                fail(format!(
+                    "{e}\n(events are named as `perf list` prints them, e.g. cpu-clock, cycles:u, \
+                     page-faults)"
+                ))
+            })?,
+            n.clone(),
+        ),
+        None => (Event::parse("cycles").map_err(fail)?, "cycles".to_owned()),
+    };
+    let mut opts = base_opts(a, target);
+    let mut user_only = false;
+    loop {
+        match open_on(&event, target, cpus, &opts) {
+            Ok(per_cpu) => {
+                if user_only && !name.contains(':') {
+                    name.push_str(":u");
+                }
+                return Ok(Opened {
+                    per_cpu,
+                    name,
+                    kernel: !opts.exclude.kernel,
+                });
+            }
+            Err(Error::NotSupported { .. }) if a.event.is_none() && name == "cycles" => {
+                // No hardware PMU (a VM): perf's fallback.
+                event = Event::parse("cpu-clock").map_err(fail)?;
+                name = "cpu-clock".to_owned();
+            }
+            Err(Error::Permission { .. }) if !opts.exclude.kernel => {
+                eprintln!(
+                    "record: sampling the kernel is not permitted ({}); recording user space only",
+                    paranoid_text()
+                );
+                opts.exclude.kernel = true;
+                opts.exclude.hv = true;
+                user_only = true;
+            }
+            // The library's message says what the paranoid level allows and what would work.
+            Err(e @ (Error::Permission { .. } | Error::NoSuchProcess { .. })) => {
+                return Err(fail(e));
+            }
+            Err(Error::NotSupported { .. } | Error::KernelTooOld { .. } | Error::Io { .. })
+                if opts.extra_record.mmap.ext == Some(UseBuildId(true)) =>
+            {
+                // Build ids in MMAP2 need Linux 5.12.
+                opts.extra_record.mmap.ext = Some(UseBuildId(false));
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+}
+
+fn open_on(
+    event: &Event,
+    target: &Target,
+    cpus: &[u32],
+    opts: &Opts,
+) -> perf_event::Result<Vec<Vec<Counter>>> {
+    let mut out = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        let counters = match target {
+            Target::Child => vec![Counter::new(event, (Proc::CURRENT, Cpu(cpu)), opts)?],
+            Target::AllCpus => vec![Counter::new(event, (Proc::ALL, Cpu(cpu)), opts)?],
+            Target::Threads(tids) => {
+                let mut v = Vec::with_capacity(tids.len());
+                let mut gone = None;
+                for &tid in tids {
+                    match Counter::new(event, (Proc(tid), Cpu(cpu)), opts) {
+                        Ok(c) => v.push(c),
+                        // The thread exited since it was listed.
+                        Err(e @ Error::NoSuchProcess { .. }) => gone = Some(e),
+                        Err(e) => return Err(e),
+                    }
+                }
+                match gone {
+                    Some(e) if v.is_empty() => return Err(e),
+                    _ => v,
+                }
+            }
+        };
+        out.push(counters);
+    }
+    Ok(out)
+}
+
+/// One ring per CPU: the CPU's first counter maps it, the others write into it.
+fn map_rings(opened: &Opened, exp: u8) -> Result<Vec<Sampler>, Fail> {
+    let mut samplers = Vec::with_capacity(opened.per_cpu.len());
+    for counters in &opened.per_cpu {
+        let Some((first, rest)) = counters.split_first() else {
+            continue;
+        };
+        let s = first.sampler(exp).map_err(|e| {
+            fail(format!(
+                "cannot map a ring of {} pages: {e}\n(try fewer pages with -m)",
+                1u64 << exp
+            ))
+        })?;
+        for c in rest {
+            s.attach(c).map_err(fail)?;
+        }
+        samplers.push(s);
+    }
+    Ok(samplers)
+}
+
+/// Whether the process runs (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X" | "x") | None)
+}
+
+fn paranoid_text() -> String {
+    match fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    {
+        Some(p) => format!("perf_event_paranoid is {p}"),
+        None => "perf_event_paranoid is unreadable".into(),
+    }
+}

@@ -1,0 +1,674 @@
+//! The `record` example of perf-event (`cargo run -p perf-event --example record`), run as a user runs it
+//! on a small C program: `perf script` and `perf report` open the file it writes without complaint, count
+//! the samples it says it wrote, and put the busy loop's samples on the busy loop's symbol (with its caller
+//! in the call chains); perf-core's reader reads the file back; bad arguments exit 2, failures 1.
+//!
+//! The example binary is built by the first test that needs it (`cargo build -p perf-event --example
+//! record`, same profile and target directory as these tests). The C program is compiled with `cc`; the
+//! tests that need `perf` or `cc` print `skipped: <reason>` without them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use perf_core::perf_data::{PerfData, PERF_RECORD_FINISHED_ROUND};
+use perf_core::record::{Mmap2File, Record};
+use perf_sys::*;
+use tests::{is_root, paranoid, require, Skip};
+
+/// The example binary, built once.
+fn record_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // This test runs as target/<profile>/deps/record_example-<hash>.
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lies in target/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("target/<profile>");
+        let profile = profile_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("profile directory name");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .current_dir(workspace)
+            .args(["build", "-q", "-p", "perf-event", "--example", "record"])
+            .arg("--target-dir")
+            .arg(target_dir);
+        match profile {
+            "debug" => {}
+            "release" => {
+                cargo.arg("--release");
+            }
+            other => {
+                cargo.args(["--profile", other]);
+            }
+        }
+        let status = cargo.status().expect("running cargo build");
+        assert!(status.success(), "cargo build of the record example failed");
+        let bin = profile_dir.join("examples").join("record");
+        assert!(bin.exists(), "{} was not built", bin.display());
+        bin
+    })
+}
+
+fn record(args: &[&str], dir: &Path) -> Output {
+    Command::new(record_bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the record example")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn has_perf() -> bool {
+    Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A fresh directory for one test, removed when dropped.
+///
+/// Not named `/tmp/perf-*`: perf takes every file under that prefix for a JIT map
+/// (`/tmp/perf-PID.map`) and would not read the test program's symbols.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("record-example-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The test program: `busy_loop_fn` runs (called from `main`) for argv[1] seconds of wall time.
+const BUSY_C: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) unsigned long busy_loop_fn(unsigned long n) {
+    unsigned long x = 1;
+    for (unsigned long i = 0; i < n; i++) x = (x ^ i) * 3 + 1;
+    return x;
+}
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 0.3;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        sink += busy_loop_fn(100000);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < secs);
+    return 0;
+}
+"#;
+
+/// Compiles the test program into `dir` (frame pointers kept, so call chains reach `main`); `None`,
+/// after printing why, when there is no C compiler.
+fn busy_program(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("busy.c");
+    std::fs::write(&src, BUSY_C).unwrap();
+    let bin = dir.join("busy");
+    let out = Command::new("cc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Some(bin),
+        Ok(o) => panic!("cc failed to compile the test program: {}", text(&o.stderr)),
+        Err(e) => {
+            tests::skip(
+                Skip::Environment,
+                &format!("no C compiler (`cc`: {e}); install gcc"),
+            );
+            None
+        }
+    }
+}
+
+/// The sample count of the summary line `[ perf record: Captured and wrote X MB FILE (N samples) ]`.
+fn summary_samples(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("[ perf record: Captured and wrote "))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stderr}"));
+    let open = line.rfind('(').unwrap();
+    line[open + 1..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count in {line:?}"))
+}
+
+fn perf(args: &[&str], file: &Path) -> Output {
+    let out = Command::new("perf")
+        .args(args)
+        .arg("-i")
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "perf {args:?} failed: {}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    out
+}
+
+/// Lines of perf's stderr that complain about the file.
+fn complaints(stderr: &[u8]) -> Vec<String> {
+    text(stderr)
+        .lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            [
+                "warn",
+                "error",
+                "fail",
+                "invalid",
+                "corrupt",
+                "unknown",
+                "unexpected",
+                "broken",
+                "missing",
+                "lost",
+                "not found",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The SAMPLE count of `perf report --stats`.
+fn perf_stats_samples(file: &Path) -> u64 {
+    let out = perf(&["report", "--stats"], file);
+    let t = text(&out.stdout);
+    t.lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("SAMPLE events:")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no `SAMPLE events:` in perf report --stats:\n{t}"))
+}
+
+/// The percentage `perf report` gives `symbol` (self time, no call graphs), 0 when absent.
+fn report_percent(file: &Path, symbol: &str) -> f64 {
+    let out = perf(
+        &[
+            "report",
+            "--stdio",
+            "--no-children",
+            "-g",
+            "none",
+            "--sort",
+            "sym",
+        ],
+        file,
+    );
+    let bad = complaints(&out.stderr);
+    assert!(bad.is_empty(), "perf report complained: {bad:#?}");
+    let t = text(&out.stdout);
+    let pct = t
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(symbol))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .next()?
+                .trim_end_matches('%')
+                .parse::<f64>()
+                .ok()
+        })
+        .sum();
+    println!(
+        "perf report --sort sym: {}",
+        t.lines()
+            .find(|l| !l.starts_with('#') && l.contains(symbol))
+            .unwrap_or("(no line)")
+            .trim()
+    );
+    pct
+}
+
+/// Checks what perf makes of `file` (`samples` written): `perf script` and `perf report` complain about
+/// nothing and count `samples`, and more than half of them are in `busy_loop_fn`. With call chains,
+/// most `busy_loop_fn` samples have `main` as the caller.
+fn perf_reads(file: &Path, samples: u64, call_chains: bool) {
+    let script = perf(&["script"], file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    let out = text(&script.stdout);
+    // A sample is a line; its call chain frames follow, each indented with a tab.
+    let blocks: Vec<Vec<&str>> = out
+        .split("\n\n")
+        .flat_map(|b| {
+            let mut v: Vec<Vec<&str>> = Vec::new();
+            for l in b.lines().filter(|l| !l.trim().is_empty()) {
+                if !l.starts_with('\t') {
+                    v.push(vec![l]);
+                } else if let Some(last) = v.last_mut() {
+                    last.push(l);
+                }
+            }
+            v
+        })
+        .collect();
+    assert_eq!(blocks.len() as u64, samples, "perf script:\n{out}");
+    println!(
+        "perf script: {}",
+        blocks
+            .iter()
+            .find(|b| b.iter().any(|l| l.contains("busy_loop_fn")))
+            .map(|b| b.join("\n"))
+            .unwrap_or_default()
+    );
+    if call_chains {
+        let in_busy: Vec<&Vec<&str>> = blocks
+            .iter()
+            .filter(|b| b.get(1).is_some_and(|l| l.contains("busy_loop_fn")))
+            .collect();
+        let with_main = in_busy
+            .iter()
+            .filter(|b| b.get(2).is_some_and(|l| l.contains(" main+")))
+            .count();
+        assert!(
+            !in_busy.is_empty() && with_main * 10 >= in_busy.len() * 8,
+            "{with_main} of {} busy_loop_fn samples have main as the caller",
+            in_busy.len()
+        );
+    }
+
+    let report = perf(&["report", "--stdio"], file);
+    let bad = complaints(&report.stderr);
+    assert!(bad.is_empty(), "perf report complained: {bad:#?}");
+    let t = text(&report.stdout);
+    if let Some(l) = t.lines().find(|l| l.starts_with("# Samples:")) {
+        println!("perf report: {l}");
+    }
+    assert_eq!(perf_stats_samples(file), samples);
+    let pct = report_percent(file, "busy_loop_fn");
+    assert!(pct > 50.0, "busy_loop_fn has {pct}% of the samples");
+}
+
+/// What perf-core's reader finds in the file: (samples, records by type).
+fn read_back(file: &Path) -> (Vec<Record<'static>>, PerfDataSummary) {
+    let bytes = std::fs::read(file).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    let events = data.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let name = events[0].name.clone().unwrap_or_default();
+    let mut records = Vec::new();
+    let mut rounds = 0;
+    for rec in data.records() {
+        let rec = rec.unwrap();
+        if rec.record_type() == PERF_RECORD_FINISHED_ROUND {
+            rounds += 1;
+            continue;
+        }
+        assert!(!rec.is_tool_record(), "{rec:?}");
+        assert_eq!(rec.event, Some(0));
+        records.push(rec.parse().unwrap().into_owned());
+    }
+    let summary = PerfDataSummary {
+        name,
+        ids: events[0].ids.len(),
+        rounds,
+        cmdline: data.features().cmdline.clone().unwrap_or_default(),
+        build_ids: data
+            .features()
+            .build_ids
+            .iter()
+            .map(|b| b.filename.clone())
+            .collect(),
+        sample_type: events[0].attr.sample_type,
+    };
+    (records, summary)
+}
+
+struct PerfDataSummary {
+    name: String,
+    ids: usize,
+    rounds: usize,
+    cmdline: Vec<String>,
+    build_ids: Vec<String>,
+    sample_type: u64,
+}
+
+fn samples_of(records: &[Record<'_>]) -> u64 {
+    records
+        .iter()
+        .filter(|r| matches!(r, Record::Sample(_)))
+        .count() as u64
+}
+
+fn online_cpus() -> usize {
+    perf_event::config::online_cpus().unwrap().len()
+}
+
+#[test]
+fn records_a_command_that_perf_reads() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let dir = TempDir::new("cmd");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    let file = dir.0.join("perf.data");
+    let o = record(
+        &[
+            "-F",
+            "999",
+            "-g",
+            "-o",
+            "perf.data",
+            "--",
+            busy.to_str().unwrap(),
+            "0.4",
+        ],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "record failed: {err}");
+    assert!(!err.contains("lost"), "{err}");
+    let samples = summary_samples(&err);
+    assert!(samples >= 50, "only {samples} samples of 0.4 s at 999 Hz");
+
+    perf_reads(&file, samples, true);
+
+    let (records, s) = read_back(&file);
+    assert_eq!(samples_of(&records), samples);
+    assert!(
+        s.name == "cpu-clock" || s.name.starts_with("cycles") || s.name.starts_with("cpu-clock:"),
+        "{}",
+        s.name
+    );
+    assert_eq!(s.ids, online_cpus(), "one counter per online CPU");
+    assert!(s.rounds >= 2, "{} rounds", s.rounds);
+    assert!(s.cmdline.iter().any(|a| a == "-g"), "{:?}", s.cmdline);
+    assert!(s.sample_type & u64::from(PERF_SAMPLE_CALLCHAIN) != 0);
+    // The exec's COMM and the program's MMAP2 came from the kernel.
+    let comm = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Comm(c) if c.comm.to_vec() == b"busy" => Some(c.clone()),
+            _ => None,
+        })
+        .expect("no COMM record for the program");
+    assert!(comm.misc.comm_exec(), "{comm:?}");
+    let busy_path = busy.to_str().unwrap();
+    let mmap = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Mmap2(m) if m.filename.to_string_lossy() == busy_path => Some(m.clone()),
+            _ => None,
+        })
+        .expect("no MMAP2 record for the program");
+    assert_eq!(mmap.pid, comm.pid);
+    // With build ids in MMAP2 (Linux 5.12+), they are also in the BUILD_ID feature.
+    if let Mmap2File::BuildId(_) = mmap.file {
+        assert!(
+            s.build_ids.iter().any(|b| b == busy_path),
+            "{:?}",
+            s.build_ids
+        );
+    }
+    // Every sample is the program's, and has a call chain.
+    for r in &records {
+        if let Record::Sample(smp) = r {
+            assert_eq!(smp.thread.unwrap().pid, comm.pid);
+            assert!(smp.callchain.as_ref().is_some_and(|c| !c.ips.is_empty()));
+        }
+    }
+}
+
+#[test]
+fn attaches_to_a_running_process_with_synthesized_mappings() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let dir = TempDir::new("pid");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    record_bin(); // built before the program starts its second
+    let mut child = Command::new(&busy).arg("1.0").spawn().unwrap();
+    let pid = child.id();
+    // Let it exec and start looping: its COMM and mappings now predate the recording.
+    std::thread::sleep(Duration::from_millis(100));
+    let file = dir.0.join("pid.data");
+    let o = record(
+        &["-F", "999", "-o", "pid.data", "-p", &pid.to_string()],
+        &dir.0,
+    );
+    child.wait().unwrap();
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "record -p failed: {err}");
+    let samples = summary_samples(&err);
+    assert!(samples >= 50, "only {samples} samples");
+
+    perf_reads(&file, samples, false);
+
+    let (records, _) = read_back(&file);
+    assert_eq!(samples_of(&records), samples);
+    // Synthesized: the thread's name and the program's mapping, from /proc, at time 0.
+    let comm = records.iter().find_map(|r| match r {
+        Record::Comm(c) if c.pid == pid => Some(c.clone()),
+        _ => None,
+    });
+    let comm = comm.expect("no synthesized COMM");
+    assert_eq!(comm.comm.to_vec(), b"busy");
+    assert_eq!(comm.sample_id.time, Some(0));
+    let busy_path = busy.to_str().unwrap();
+    let mmap = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Mmap2(m) if m.pid == pid && m.filename.to_string_lossy() == busy_path => {
+                Some(m.clone())
+            }
+            _ => None,
+        })
+        .expect("no synthesized MMAP2 of the program");
+    assert!(
+        matches!(mmap.file, Mmap2File::Inode { ino, .. } if ino != 0),
+        "{mmap:?}"
+    );
+    assert_eq!(mmap.prot & libc::PROT_EXEC as u32, libc::PROT_EXEC as u32);
+}
+
+#[test]
+fn system_wide_recording_names_the_command() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    require!(
+        is_root() || paranoid() <= 0,
+        Skip::Privilege,
+        "system-wide sampling needs root or perf_event_paranoid <= 0 (it is {})",
+        paranoid()
+    );
+    let dir = TempDir::new("all");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    let file = dir.0.join("all.data");
+    let o = record(
+        &[
+            "-a",
+            "-F",
+            "499",
+            "-o",
+            "all.data",
+            "--",
+            busy.to_str().unwrap(),
+            "0.4",
+        ],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "record -a failed: {err}");
+    let samples = summary_samples(&err);
+    let script = perf(&["script"], &file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    assert_eq!(perf_stats_samples(&file), samples);
+    let out = text(&script.stdout);
+    let busy_lines = out.lines().filter(|l| l.contains("busy_loop_fn")).count();
+    assert!(
+        busy_lines >= 20,
+        "{busy_lines} busy_loop_fn samples of {samples}:\n{out}"
+    );
+    // Every process that ran before the recording has a synthesized COMM (pid 1 at least).
+    let (records, _) = read_back(&file);
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, Record::Comm(c) if c.pid == 1 && c.sample_id.time == Some(0))),
+        "no COMM for pid 1"
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_and_failures_exit_1() {
+    let dir = TempDir::new("args");
+    for args in [
+        &[][..],
+        &["-F"],
+        &["-F", "0", "--", "true"],
+        &["-F", "10", "-c", "10", "--", "true"],
+        &["--bogus", "true"],
+        &["-m", "3", "--", "true"],
+        &["-e", "cpu-clock,task-clock", "--", "true"],
+        &["-a", "-p", "1"],
+    ] {
+        let o = record(args, &dir.0);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("usage: record"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    for (args, says) in [
+        (
+            &["--", "/nonexistent/command"][..],
+            "cannot run /nonexistent/command",
+        ),
+        (&["-e", "no_such_event", "--", "true"], "no_such_event"),
+        (&["-p", "999999999"], "no such process"),
+        (
+            &["-o", "/nonexistent/dir/x.data", "--", "true"],
+            "/nonexistent/dir/x.data",
+        ),
+    ] {
+        let o = record(args, &dir.0);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // The command's exit status is passed on.
+    let o = record(&["-o", "f.data", "--", "sh", "-c", "exit 3"], &dir.0);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    summary_samples(&text(&o.stderr));
+    // perf's convention: the previous file is kept as FILE.old.
+    let o = record(&["-o", "f.data", "--", "true"], &dir.0);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(dir.0.join("f.data.old").exists());
+}
+
+/// As an unprivileged user at paranoid 2: the kernel is left out (user space only), and `-a` is
+/// refused with the paranoid level named.
+#[test]
+fn permission_limits_are_explained() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "needs root to switch to uid 65534"
+    );
+    let setpriv = Path::new("/usr/bin/setpriv");
+    require!(
+        setpriv.exists(),
+        Skip::Environment,
+        "setpriv (util-linux) is not installed"
+    );
+    let level = paranoid();
+    require!(
+        level >= 1,
+        Skip::Environment,
+        "perf_event_paranoid is {level}: nothing is refused to unprivileged users"
+    );
+    let dir = TempDir::new("nobody");
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.0.join("record");
+    std::fs::copy(record_bin(), &bin).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&bin)
+            .args(args)
+            .current_dir(&dir.0)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv")
+    };
+    let o = as_nobody(&["-a", "-o", "a.data", "--", "true"]);
+    let err = text(&o.stderr);
+    println!("paranoid {level}, -a as uid 65534: {err}");
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("perf_event_paranoid is {level}")),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    if level == 2 {
+        let o = as_nobody(&["-o", "u.data", "--", "true"]);
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("recording user space only"), "{err}");
+        let bytes = std::fs::read(dir.0.join("u.data")).unwrap();
+        let data = PerfData::parse(&bytes).unwrap();
+        assert_eq!(data.events()[0].attr.exclude_kernel(), 1);
+        assert!(data.events()[0]
+            .name
+            .as_deref()
+            .unwrap_or("")
+            .ends_with(":u"));
+    }
+}
