@@ -425,6 +425,9 @@ fn missing_detail(req: &OpenRequest<'_>, errno: i32) -> String {
 
 fn invalid_detail(req: &OpenRequest<'_>, errno: i32) -> String {
     let a = req.attr;
+    if let Some(detail) = invalid_option_detail(a, errno) {
+        return detail;
+    }
     let excl = a.exclude_user() | a.exclude_kernel() | a.exclude_hv() | a.exclude_idle();
     let builtin = a.type_ < sys::PERF_TYPE_MAX;
     if a.type_ == sys::PERF_TYPE_BREAKPOINT {
@@ -455,6 +458,75 @@ fn invalid_detail(req: &OpenRequest<'_>, errno: i32) -> String {
         return "pid -1 (any process) needs a CPU".into();
     }
     "invalid argument: the kernel refused this combination of options".into()
+}
+
+/// `/proc/sys/kernel/perf_event_max_sample_rate`, when readable.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The kernel's `EINVAL` rules on option combinations (`perf_copy_attr`, `perf_event_open`),
+/// checked against `a`: the first one `a` breaks, as advice. `None` when none applies.
+fn invalid_option_detail(a: &sys::perf_event_attr, errno: i32) -> Option<String> {
+    if errno != libc::EINVAL {
+        return None;
+    }
+    let st = a.sample_type;
+    if a.freq() != 0 {
+        if let Some(max) = max_sample_rate() {
+            let freq = a.sample_period_or_freq();
+            if freq > max {
+                return Some(format!(
+                    "sample frequency {} Hz is above kernel.perf_event_max_sample_rate ({max} Hz): \
+                     lower SampleOn::Freq, or raise the limit with `sysctl \
+                     kernel.perf_event_max_sample_rate=<hz>`",
+                    freq
+                ));
+            }
+        }
+    }
+    if a.sigtrap() != 0 && a.remove_on_exec() == 0 {
+        return Some(
+            "sigtrap_on_sample (sigtrap) needs on_execve = Some(OnExecve::Remove) \
+             (remove_on_exec), so that no signal reaches a program after execve"
+                .into(),
+        );
+    }
+    let read = u64::from(sys::PERF_SAMPLE_READ);
+    let tid = u64::from(sys::PERF_SAMPLE_TID);
+    if a.inherit() != 0 && st & read != 0 && st & tid == 0 {
+        return Some(
+            "an inherited counter (opts.inherit) with sample_format.stat (PERF_SAMPLE_READ) \
+             needs record_id_format.task = true (PERF_SAMPLE_TID; Linux 6.12+, older kernels \
+             refuse inherit with PERF_SAMPLE_READ altogether)"
+                .into(),
+        );
+    }
+    // Bits above the newest this crate knows; options_set explains the known new ones.
+    let unknown_sample = st & !(u64::from(sys::PERF_SAMPLE_WEIGHT_STRUCT) * 2 - 1);
+    if unknown_sample != 0 {
+        return Some(format!(
+            "sample_type has bits no kernel known to this crate defines ({unknown_sample:#x})"
+        ));
+    }
+    let unknown_read = a.read_format & !(u64::from(sys::PERF_FORMAT_LOST) * 2 - 1);
+    if unknown_read != 0 {
+        return Some(format!(
+            "read_format has bits no kernel known to this crate defines ({unknown_read:#x})"
+        ));
+    }
+    if a.type_ == sys::PERF_TYPE_TRACEPOINT {
+        return Some(format!(
+            "no tracepoint has id {} (ids are in tracefs, events/<system>/<name>/id; \
+             Tracepoint::by_name looks them up)",
+            a.config
+        ));
+    }
+    None
 }
 
 /// Why a cgroup target was refused, when the errno points at the cgroup rather than the event.

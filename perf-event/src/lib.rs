@@ -29,6 +29,16 @@
 //! what it allows, the missing PMU (a virtual machine has no hardware PMU), the option the running
 //! kernel is too old for and the Linux version that added it, `RLIMIT_NOFILE`, the online CPUs.
 //!
+//! # Threads
+//!
+//! [`Counter`](count::Counter), [`CounterGroup`](count::CounterGroup), [`PerCpu`](count::PerCpu),
+//! [`Sampler`](sample::Sampler), [`PerCpuSampler`](sample::PerCpuSampler), [`Event`](event::Event),
+//! [`Error`] and the records are `Send` and `Sync`; the iterators ([`Iter`](sample::Iter),
+//! [`CowIter`](sample::CowIter), [`AsyncIter`](sample::AsyncIter),
+//! [`MergedIter`](sample::MergedIter)) are `Send` and borrow their sampler, so they cannot outlive
+//! it. A sampler holds its own duplicate of the counter's fd and may outlive the counter. Every fd
+//! is opened close-on-exec. (The integration tests assert these bounds at compile time.)
+//!
 //! # Kernel compatibility
 //!
 //! One build works on every kernel: the attr is encoded with the newest layout, which older kernels

@@ -288,11 +288,12 @@ impl Counter {
     pub fn with_ftrace_filter(&self, filter: &CStr) -> Result<()> {
         sys::ioctl::set_filter(self.fd(), filter).map_err(|e| {
             let what = match e.raw_os_error() {
-                Some(libc::EEXIST) | Some(libc::EINVAL)
+                Some(libc::EEXIST) | Some(libc::EINVAL) | Some(libc::ENOENT)
                     if self.attr.type_ == sys::PERF_TYPE_TRACEPOINT =>
                 {
                     format!(
-                        "{}: the kernel cannot parse filter {filter:?}",
+                        "{}: the kernel cannot parse filter {filter:?} (a syntax error, or a \
+                         field the tracepoint does not have: see its tracefs `format` file)",
                         self.event.name()
                     )
                 }
