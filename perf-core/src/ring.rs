@@ -376,6 +376,51 @@ impl<A: Area> Ring<A> {
 }
 
 impl Ring<Data> {
+    /// Consumes one record like [`next_with`](Self::next_with), but loads the producer's head only when the
+    /// records below the head seen last (`seen_head`) are used up: the per-record form of a batch.
+    ///
+    /// `seen_head` is the caller's memory of the last head loaded; start it at [`tail`](Self::tail) (or any
+    /// value at or below the tail, which forces a load). Bytes below a head once loaded with `Acquire` stay
+    /// complete and unwritten until the tail passes them, so reusing it is sound. The tail is published
+    /// (`Release`) when `f` returns, as with `next_with`.
+    ///
+    /// # Errors
+    ///
+    /// As [`batch`](Self::batch) and [`Batch::next_record`].
+    pub fn next_with_seen<R>(
+        &mut self,
+        seen_head: &mut u64,
+        f: impl FnOnce(Chunk<'_>) -> R,
+    ) -> Result<Option<R>, Error> {
+        self.require(RingMode::Normal, "a forward read")?;
+        let ahead = seen_head.wrapping_sub(self.tail);
+        let head = if ahead == 0 || ahead >= self.size {
+            let head = self.head();
+            if head.wrapping_sub(self.tail) >= self.size {
+                return Err(Error::RingHeadOutOfRange {
+                    area: Data::NAME,
+                    head,
+                    tail: self.tail,
+                    size: self.size,
+                });
+            }
+            *seen_head = head;
+            head
+        } else {
+            *seen_head
+        };
+        let pos = self.tail;
+        let mut batch = Batch {
+            ring: self,
+            head,
+            pos,
+        };
+        match batch.next_record()? {
+            Some(record) => Ok(Some(f(record))),
+            None => Ok(None),
+        }
+    }
+
     /// Consumes one record: calls `f` with its bytes, then moves the tail past it (also when `f` panics).
     ///
     /// Loads the head and stores the tail once per call; for many records prefer [`batch`](Self::batch).

@@ -635,3 +635,71 @@ fn the_simulator_refuses_another_regions_ring() {
         Err(Error::Sim(_))
     ));
 }
+
+#[test]
+fn next_with_seen_loads_the_head_once_per_burst_and_publishes_per_record() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(128)).unwrap();
+    let mut seen = ring.tail();
+    assert_eq!(ring.next_with_seen(&mut seen, |_| ()).unwrap(), None);
+    for seq in 0..3 {
+        kernel.output(SAMPLE, 0, &body(seq, 0)).unwrap();
+    }
+    // The first call loads the head (3 records of 16 bytes); records written later wait for the
+    // next load, which happens only when the ones seen are used up.
+    let first = ring
+        .next_with_seen(&mut seen, |rec| check_record(rec, SAMPLE, 0, 0))
+        .unwrap();
+    assert_eq!(first, Some(()));
+    assert_eq!(seen, 48);
+    assert_eq!(
+        kernel.published_tail(),
+        16,
+        "the tail moves when the closure returns"
+    );
+    kernel.output(SAMPLE, 0, &body(3, 0)).unwrap();
+    for seq in 1..3 {
+        let during = ring
+            .next_with_seen(&mut seen, |rec| {
+                check_record(rec, SAMPLE, seq, 0);
+                kernel.published_tail()
+            })
+            .unwrap();
+        assert_eq!(
+            during,
+            Some(16 * seq),
+            "not published before the closure returns"
+        );
+        assert_eq!(seen, 48, "the head is not reloaded within a burst");
+    }
+    assert_eq!(kernel.published_tail(), 48);
+    // Used up: the next call reloads the head and sees the record written meanwhile, across the
+    // ring's end as the kernel keeps writing.
+    let mut next = 3; // the next record to read; record 3 is already written
+    let mut written = 4;
+    for _ in 0..20 {
+        for _ in 0..2 {
+            kernel.output(SAMPLE, 0, &body(written, 0)).unwrap();
+            written += 1;
+        }
+        for _ in 0..3 {
+            ring.next_with_seen(&mut seen, |rec| check_record(rec, SAMPLE, next, 0))
+                .unwrap()
+                .unwrap();
+            next += 1;
+            assert_eq!(kernel.published_tail(), 16 * next);
+        }
+        kernel.output(SAMPLE, 0, &body(written, 0)).unwrap();
+        written += 1;
+    }
+    // A stale memory (behind the tail, e.g. after another consumer moved it) forces a load.
+    let mut stale = 0;
+    assert_eq!(written, next + 1);
+    ring.next_with_seen(&mut stale, |rec| check_record(rec, SAMPLE, next, 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ring.next_with_seen(&mut stale, |_| ()).unwrap(), None);
+}

@@ -1,6 +1,5 @@
 //! [`Iter`] (owned records) and [`CowIter`] (the record's bytes in the ring, zero-copy).
 
-use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -13,26 +12,25 @@ use super::{Parser, Sampler};
 use crate::error::Result;
 
 /// Records parsed per lock of the ring by the owned iterator (one tail store per batch).
-const BATCH: usize = 64;
-
 /// Owned records from a [`Sampler`], oldest first; see [`Sampler::iter`].
 ///
 /// `next` never blocks: it returns `None` when the ring is empty (the iterator can be used again
 /// afterwards). [`next_timeout`](Self::next_timeout) waits for records with `poll(2)`.
 ///
-/// Records are parsed a batch at a time (up to 64 per lock of the ring, one tail store per
-/// batch), so the kernel gets their space back early.
+/// Each record's space goes back to the kernel when `next` returns it, and not before: dropping
+/// the iterator loses nothing that it has not handed out. The producer's head is loaded once per
+/// burst of records, not once per record.
 #[derive(Debug)]
 pub struct Iter<'a> {
     sampler: &'a Sampler,
-    buf: VecDeque<(Priv, Record)>,
+    seen_head: u64,
 }
 
 impl<'a> Iter<'a> {
     pub(super) fn new(sampler: &'a Sampler) -> Self {
         Iter {
             sampler,
-            buf: VecDeque::new(),
+            seen_head: 0,
         }
     }
 
@@ -41,56 +39,34 @@ impl<'a> Iter<'a> {
         self.sampler
     }
 
-    /// The zero-copy form of this iterator. Records this iterator already parsed into its buffer
-    /// are dropped (there are none unless `next` was called).
+    /// The zero-copy form of this iterator.
     pub fn into_cow(self) -> CowIter<'a> {
         CowIter {
             sampler: self.sampler,
             scratch: Vec::new(),
+            seen_head: 0,
         }
     }
 
     /// The next record, without blocking: `None` when the ring is empty, `Some(Err)` when the
     /// ring is corrupt (its pending bytes are then discarded, and the next call goes on).
     pub(crate) fn try_next(&mut self) -> Option<Result<(Priv, Record)>> {
-        if let Some(item) = self.buf.pop_front() {
-            return Some(Ok(item));
-        }
-        if let Err(e) = self.refill() {
-            return Some(Err(e));
-        }
-        self.buf.pop_front().map(Ok)
-    }
-
-    fn refill(&mut self) -> Result<()> {
         let sampler = self.sampler;
         let parser = sampler.parser();
         let mut ring = sampler.ring();
-        let failed = {
-            let mut batch = ring.batch()?;
-            let mut failed = None;
-            while self.buf.len() < BATCH {
-                match batch.next_record() {
-                    Ok(Some(chunk)) => {
-                        let (p, r) = parser.parse_chunk(chunk);
-                        sampler.account(&r);
-                        self.buf.push_back((p, r));
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
+        let out = ring.next_with_seen(&mut self.seen_head, |chunk| {
+            let (p, r) = parser.parse_chunk(chunk);
+            sampler.account(&r);
+            (p, r)
+        });
+        match out {
+            Ok(item) => item.map(Ok),
+            Err(e) => {
+                if let Err(d) = ring.discard_pending() {
+                    return Some(Err(d.into()));
                 }
+                Some(Err(e.into()))
             }
-            failed
-        };
-        match failed {
-            Some(e) if self.buf.is_empty() => {
-                ring.discard_pending()?;
-                Err(e.into())
-            }
-            _ => Ok(()),
         }
     }
 
@@ -243,6 +219,9 @@ fn account(sampler: &Sampler, chunk: Chunk<'_>) {
 pub struct CowIter<'a> {
     sampler: &'a Sampler,
     scratch: Vec<u8>,
+    /// The producer's head as last loaded: `next` reloads it only when the records below it are
+    /// used up (one shared-cache-line load per burst, not per record).
+    seen_head: u64,
 }
 
 impl<'a> CowIter<'a> {
@@ -263,7 +242,7 @@ impl<'a> CowIter<'a> {
         let sampler = self.sampler;
         let scratch = &mut self.scratch;
         let mut ring = sampler.ring();
-        let out = ring.next_with(|chunk| {
+        let out = ring.next_with_seen(&mut self.seen_head, |chunk| {
             account(sampler, chunk);
             f(contiguous(chunk, scratch), sampler.parser())
         });

@@ -1,13 +1,12 @@
-//! End-to-end sampling drain: a producer thread loops `getppid` under the `syscalls:sys_enter_getppid`
+//! Section 3, end-to-end drain: a producer thread loops `getppid` under the `syscalls:sys_enter_getppid`
 //! tracepoint (period 1, IP|TID|TIME: 32-byte records) into 2^k-page rings; the main thread drains
 //! them, waiting with `poll(2)` when the ring is empty. Contenders: a minimal raw reader (the
 //! baseline), this workspace's cow iterator (per-record `next` and per-batch `drain`) and owned
 //! iterator, `perf-event-open`'s owned and cow iterators, and `perf-event2`'s `Sampler`.
 //!
-//! `cargo bench -p tests --bench drain [-- CALLS]` (root). Each run asserts samples + lost == the
-//! counter's value (`PERF_FORMAT_LOST`) and prints records/s, lost, and the drainer's CPU time per
-//! record (`CLOCK_THREAD_CPUTIME_ID` / records). Producer pinned to CPU 0, drainer to CPU 1.
-#![allow(clippy::field_reassign_with_default)] // options are set field by field, as in the docs
+//! Each run asserts samples + lost == the counter's value (`PERF_FORMAT_LOST`); rows give the median
+//! records/s, the worst lost count, and the drainer's CPU time per record. Producer on CPU 0,
+//! drainer on CPU 1.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,16 +16,9 @@ use std::time::{Duration, Instant};
 
 use perf_sys as sys;
 
-const SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
+use crate::{interleave, median, pin, skip_row, Len, Row};
 
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is valid for its size; 0 is the calling thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-}
+const SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
 
 fn wait_readable(fd: RawFd) {
     let mut p = libc::pollfd {
@@ -86,7 +78,7 @@ struct Outcome {
     cpu_ns_per_record: f64,
 }
 
-fn run(p: &Producer, calls: u64, d: &mut dyn Drainer) -> Outcome {
+fn run_one(p: &Producer, calls: u64, d: &mut dyn Drainer) -> Outcome {
     p.done.store(false, Ordering::Release);
     d.enable();
     let start = Instant::now();
@@ -444,11 +436,14 @@ mod p2 {
     }
 }
 
-fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!(
-            "skipped: the drain bench needs root (tracepoints, rings above the mlock allowance)"
+/// Runs section 3.
+pub fn run(len: Len, rows: &mut Vec<Row>) {
+    let section = "3 drain, tracepoint getppid, period 1";
+    if !tests::is_root() {
+        skip_row(
+            rows,
+            section,
+            "needs root (tracepoint, rings above the mlock allowance)",
         );
         return;
     }
@@ -456,32 +451,31 @@ fn main() {
         match std::fs::read_to_string("/sys/kernel/tracing/events/syscalls/sys_enter_getppid/id") {
             Ok(s) => s.trim().parse::<u64>().unwrap(),
             Err(e) => {
-                println!("skipped: no syscalls:sys_enter_getppid tracepoint ({e})");
+                skip_row(
+                    rows,
+                    section,
+                    &format!("no syscalls:sys_enter_getppid tracepoint ({e})"),
+                );
                 return;
             }
         };
-    let calls: u64 = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
+    let calls: u64 = len.pick(100_000, 500_000, 1_000_000);
+    let repeats = len.pick(1, 5, 7);
+    let exps: &[u32] = len.pick(&[7], &[3, 10], &[3, 7, 10, 12]);
     pin(1);
     let p = producer();
     let names = [
-        "raw baseline",
-        "ours cow next",
-        "ours cow drain",
-        "ours owned",
-        "peo owned",
-        "peo cow",
-        "perf-event2",
+        "raw reader (baseline)",
+        "ours CowIter::next",
+        "ours CowIter::drain",
+        "ours Iter (owned)",
+        "perf-event-open owned iter",
+        "perf-event-open cow iter",
+        "perf-event2 Sampler::next_record",
     ];
-    println!("{calls} getppid calls per run; records/s, lost, drainer CPU ns/record");
-    println!(
-        "{:>5} {:<16} {:>12} {:>10} {:>10}",
-        "pages", "contender", "records/s", "lost", "ns/rec"
-    );
-    for exp in [3u32, 7, 10, 12] {
-        for (i, name) in names.iter().enumerate() {
+    for &exp in exps {
+        let mut outcomes: Vec<Vec<Outcome>> = (0..names.len()).map(|_| Vec::new()).collect();
+        let _ = interleave(names.len(), repeats, |i| {
             let mut d: Box<dyn Drainer> = match i {
                 0 => Box::new(Raw::new(tp, p.tid, exp)),
                 1 => Box::new(ours::new(tp, p.tid, exp as u8, ours::Mode::CowNext)),
@@ -491,24 +485,43 @@ fn main() {
                 5 => Box::new(peo::new(tp, p.tid, exp as u8, true)),
                 _ => Box::new(p2::new(tp, p.tid, exp)),
             };
-            let o = run(&p, calls, d.as_mut());
+            let o = run_one(&p, calls, d.as_mut());
             assert_eq!(
                 o.samples + o.lost,
                 o.count,
-                "{name} 2^{exp}: samples {} + lost {} != count {}",
+                "{} 2^{exp}: samples {} + lost {} != count {}",
+                names[i],
                 o.samples,
                 o.lost,
                 o.count
             );
-            println!(
-                "{:>5} {:<16} {:>12.0} {:>10} {:>10.1}",
-                1u64 << exp,
-                name,
-                o.samples as f64 / o.secs,
-                o.lost,
-                o.cpu_ns_per_record
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            drop(d);
+            std::thread::sleep(Duration::from_millis(10));
+            outcomes[i].push(o);
+            0.0
+        });
+        let rate = |o: &Outcome| o.samples as f64 / o.secs;
+        let base = median(&outcomes[0].iter().map(rate).collect::<Vec<_>>());
+        let peo_cpu = median(
+            &outcomes[4]
+                .iter()
+                .map(|o| o.cpu_ns_per_record)
+                .collect::<Vec<_>>(),
+        );
+        for (i, os) in outcomes.iter().enumerate() {
+            let cpu = median(&os.iter().map(|o| o.cpu_ns_per_record).collect::<Vec<_>>());
+            let worst = os.iter().map(|o| o.lost).max().unwrap_or(0);
+            rows.push(Row {
+                section: format!("{section}, 2^{exp} pages"),
+                name: names[i].into(),
+                samples: os.iter().map(rate).collect(),
+                unit: "records/s",
+                base: Some(base),
+                note: format!(
+                    "lost ≤ {worst}; CPU {cpu:.1} ns/rec ({:.2}× peo owned)",
+                    cpu / peo_cpu
+                ),
+            });
         }
     }
 }

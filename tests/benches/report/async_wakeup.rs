@@ -1,6 +1,6 @@
-//! Wake-up latency of the async iterators, and the threads they cost, for 1 and 16 samplers.
+//! Section 4, wake-up latency of the async iterators, and the threads they cost, for 1 and 16 samplers.
 //!
-//! `cargo bench -p tests --bench async_wakeup`. Each sampler watches one producer thread's page
+//! Section 4. Each sampler watches one producer thread's page
 //! faults (period 1, `wakeup_events = 1`). The consumer asks one producer at a time to fault one
 //! page and measures the time from just before the fault to the record in its hands:
 //! - `poll(2)`: the sync `Iter::next_timeout` on the fd (one sampler; the baseline);
@@ -24,7 +24,7 @@ use perf_event::event::sw::Software;
 use perf_event::sample::record::Record;
 use perf_event::sample::Sampler;
 
-const ROUNDS: usize = 2000;
+use crate::{skip_row, Len, Row};
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
@@ -65,32 +65,35 @@ fn producers(n: usize, base: Instant) -> Vec<Producer> {
         .collect()
 }
 
-fn summary(name: &str, mut ns: Vec<u64>, threads: (usize, usize)) -> u64 {
-    ns.sort_unstable();
-    let pct = |p: f64| ns[((ns.len() - 1) as f64 * p) as usize];
-    println!(
-        "{name:<24} median {:>7.1} µs   p90 {:>7.1} µs   p99 {:>7.1} µs   min {:>6.1} µs   threads {} -> {}",
-        pct(0.5) as f64 / 1e3,
-        pct(0.9) as f64 / 1e3,
-        pct(0.99) as f64 / 1e3,
-        ns[0] as f64 / 1e3,
+fn summary(name: &str, ns: Vec<u64>, threads: (usize, usize)) -> (String, Vec<f64>, String) {
+    let mut sorted = ns.clone();
+    sorted.sort_unstable();
+    let pct = |p: f64| sorted[((sorted.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    let note = format!(
+        "p90 {:.1} µs, p99 {:.1} µs; threads {} → {}",
+        pct(0.9),
+        pct(0.99),
         threads.0,
         threads.1
     );
-    pct(0.5)
+    (
+        name.into(),
+        ns.iter().map(|&x| x as f64 / 1e3).collect(),
+        note,
+    )
 }
 
 fn is_sample(r: &Record) -> bool {
     matches!(r, Record::Sample(_))
 }
 
-fn bench_poll(base: Instant) -> u64 {
+fn bench_poll(base: Instant, rounds: usize) -> (String, Vec<f64>, String) {
     let p = producers(1, base);
     let sampler = p[0].counter.sampler(4).unwrap();
     let mut iter = sampler.iter();
     let t0 = threads();
-    let mut ns = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
+    let mut ns = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
         p[0].go.send(()).unwrap();
         loop {
             let (_, r) = iter
@@ -105,7 +108,7 @@ fn bench_poll(base: Instant) -> u64 {
     summary("poll(2), 1 sampler", ns, (t0, threads()))
 }
 
-fn bench_async(base: Instant, n: usize) -> u64 {
+fn bench_async(base: Instant, n: usize, rounds: usize) -> (String, Vec<f64>, String) {
     let p = producers(n, base);
     let samplers: Vec<Sampler> = p.iter().map(|p| p.counter.sampler(4).unwrap()).collect();
     let t0 = threads();
@@ -114,9 +117,9 @@ fn bench_async(base: Instant, n: usize) -> u64 {
         .map(|s| s.iter().into_async().unwrap())
         .collect();
     // The reactor thread may already exist from an earlier contender: report both counts.
-    let mut ns = Vec::with_capacity(ROUNDS);
+    let mut ns = Vec::with_capacity(rounds);
     futures::executor::block_on(async {
-        for i in 0..ROUNDS {
+        for i in 0..rounds {
             let k = i % n;
             p[k].go.send(()).unwrap();
             poll_fn(|cx| {
@@ -143,18 +146,24 @@ fn bench_async(base: Instant, n: usize) -> u64 {
     )
 }
 
-fn main() {
+/// Runs section 4.
+pub fn run(len: Len, rows: &mut Vec<Row>) {
+    let section = "4 async wake-up, page fault → record in hand";
     if !(tests::is_root() || tests::paranoid() <= 2) {
-        tests::skip(tests::Skip::Privilege, "cannot sample page faults here");
+        skip_row(
+            rows,
+            section,
+            "cannot sample page faults here (paranoid > 2, not root)",
+        );
         return;
     }
+    let rounds = len.pick(200, 2000, 5000);
     let base = Instant::now();
-    println!(
-        "wake-up latency, fault to record in hand ({ROUNDS} rounds; producers are extra threads)"
-    );
-    let poll = bench_poll(base);
-    let one = bench_async(base, 1);
-    let sixteen = bench_async(base, 16);
+    let results = [
+        bench_poll(base, rounds),
+        bench_async(base, 1, rounds),
+        bench_async(base, 16, rounds),
+    ];
     let reactors = std::fs::read_dir("/proc/self/task")
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -165,10 +174,20 @@ fn main() {
                 .count()
         })
         .unwrap_or(0);
-    println!("reactor threads after 1 + 16 async samplers: {reactors}");
-    println!(
-        "ratio async/poll(2): 1 sampler {:.2}x, 16 samplers {:.2}x",
-        one as f64 / poll as f64,
-        sixteen as f64 / poll as f64
-    );
+    let poll = crate::median(&results[0].1);
+    for (i, (name, samples, note)) in results.into_iter().enumerate() {
+        let note = if i == 2 {
+            format!("{note}; reactor threads after 1 + 16 samplers: {reactors}")
+        } else {
+            note
+        };
+        rows.push(Row {
+            section: section.into(),
+            name,
+            samples,
+            unit: "µs",
+            base: Some(poll),
+            note,
+        });
+    }
 }
