@@ -1,8 +1,13 @@
 //! Record parse throughput: a bare header walk (the ceiling) beside the lazy sample view and the full borrowed
-//! typed parse, both folding the same fields into a checksum (which must agree), on the same
+//! typed parse, all folding the same fields into a checksum (which must agree), on the same
 //! 512 KiB of records captured from the running kernel at start-up (design: perf-anchors.md §4b).
 //!
-//! `cargo bench -p perf-core --bench parse`
+//! `cargo bench -p perf-core --bench parse [-- WORD]` (WORD: run only the contenders whose name contains it)
+//!
+//! The fast walk is `next_record + sample_view`: [`Records::next_record`] and
+//! [`RawRecord::sample_view`](perf_core::RawRecord::sample_view), neither of which returns a `Result`, so the
+//! record and the view stay in registers; the iterator and [`RawRecord::view`](perf_core::RawRecord::view)
+//! return `Result`s that share their bytes with `perf_core::Error` and go through memory.
 //!
 //! The capture: a `syscalls:sys_enter_getppid` tracepoint and a `page-faults` event, both with
 //! `IP|TID|TIME|ID|CPU|PERIOD|RAW|CALLCHAIN` and `sample_id_all`, `mmap2/comm/task`, sharing one ring
@@ -177,6 +182,35 @@ fn view_parse_next_record(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
     (n, sum)
 }
 
+/// The fast path: [`Records::next_record`] + [`RawRecord::sample_view`](perf_core::RawRecord::sample_view),
+/// with [`RawRecord::view`](perf_core::RawRecord::view) for what is not a valid sample (other records, errors).
+fn sample_view_next_record(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
+    let (mut n, mut sum) = (0usize, 0u64);
+    let mut records = Records::new(Chunk::contiguous(bytes));
+    while let Some(raw) = records.next_record() {
+        n += 1;
+        sum = match raw.sample_view(cfg) {
+            Some(s) => fold_sample_view(sum, &s),
+            None => fold_view(sum, raw.view(cfg)),
+        };
+    }
+    (n, sum)
+}
+
+/// [`sample_view_next_record`] through the iterator.
+fn sample_view_iter(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
+    let (mut n, mut sum) = (0usize, 0u64);
+    for raw in Records::new(Chunk::contiguous(bytes)) {
+        let Ok(raw) = raw else { break };
+        n += 1;
+        sum = match raw.sample_view(cfg) {
+            Some(s) => fold_sample_view(sum, &s),
+            None => fold_view(sum, raw.view(cfg)),
+        };
+    }
+    (n, sum)
+}
+
 /// [`typed_parse`] walking with [`Records::next_record`].
 fn typed_parse_next_record(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
     let (mut n, mut sum) = (0usize, 0u64);
@@ -189,15 +223,20 @@ fn typed_parse_next_record(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
 }
 
 #[inline(always)]
+fn fold_sample_view(sum: u64, s: &SampleView<'_>) -> u64 {
+    fold_sample(
+        sum,
+        [s.ip(), s.time(), s.period(), s.id(), s.cpu().map(u64::from)],
+        s.thread(),
+        s.raw().map(|r| r.len()),
+        s.callchain().map(|c| c.len()),
+    )
+}
+
+#[inline(always)]
 fn fold_view(sum: u64, view: Result<RecordView<'_>, perf_core::Error>) -> u64 {
     match view {
-        Ok(RecordView::Sample(s)) => fold_sample(
-            sum,
-            [s.ip(), s.time(), s.period(), s.id(), s.cpu().map(u64::from)],
-            s.thread(),
-            s.raw().map(|r| r.len()),
-            s.callchain().map(|c| c.len()),
-        ),
+        Ok(RecordView::Sample(s)) => fold_sample_view(sum, &s),
         Ok(RecordView::Other(other)) => fold_other(sum, &other),
         Ok(_) => sum,
         Err(_) => sum.wrapping_add(1),
@@ -309,21 +348,40 @@ fn main() {
             Box::new(|| view_parse_next_record(black_box(bytes), &cfg)),
         ),
         (
+            "next_record + sample_view",
+            Box::new(|| sample_view_next_record(black_box(bytes), &cfg)),
+        ),
+        (
+            "walk + sample_view",
+            Box::new(|| sample_view_iter(black_box(bytes), &cfg)),
+        ),
+        (
             "next_record + full parse",
             Box::new(|| typed_parse_next_record(black_box(bytes), &cfg)),
         ),
     ];
     let (_, view_sum) = view_parse(bytes, &cfg);
+    let (_, fast_sum) = sample_view_next_record(bytes, &cfg);
     let (_, full_sum) = typed_parse(bytes, &cfg);
     println!(
-        "checksum: view {view_sum:#018x}, full parse {full_sum:#018x} ({})",
-        if view_sum == full_sum {
+        "checksum: view {view_sum:#018x}, sample_view {fast_sum:#018x}, full parse {full_sum:#018x} ({})",
+        if view_sum == full_sum && fast_sum == full_sum {
             "same"
         } else {
             "DIFFERENT"
         }
     );
     assert_eq!(view_sum, full_sum, "the view and the full parse disagree");
+    assert_eq!(
+        fast_sum, full_sum,
+        "sample_view and the full parse disagree"
+    );
+    // `cargo bench --bench parse -- WORD` runs only the contenders whose name contains WORD.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let contenders: Vec<Contender<'_>> = contenders
+        .into_iter()
+        .filter(|(name, _)| filter.as_ref().is_none_or(|f| name.contains(f.as_str())))
+        .collect();
     let rounds = 7;
     let iters = 200;
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];

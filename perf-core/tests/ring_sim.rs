@@ -269,7 +269,7 @@ fn random_garbage_contents_and_positions_terminate_in_bounds() {
         let garbage: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
         kernel.corrupt(&mut ring, 0, &garbage).unwrap();
         let tail = rng.next();
-        let head = if rng.next() % 4 == 0 {
+        let head = if rng.next().is_multiple_of(4) {
             rng.next()
         } else {
             tail.wrapping_add(rng.next() % size)
@@ -481,7 +481,7 @@ fn aux_normal_mode_reads_chunks_and_truncates_when_full() {
             assert_eq!(out.flags, 1, "TRUNCATED");
         }
         // Read in chunks of at most 16 bytes, every other round, so the area fills up sometimes.
-        if out.written == 0 || sent % 3 != 0 {
+        if out.written == 0 || !sent.is_multiple_of(3) {
             let mut batch = aux.batch().unwrap();
             while let Some(c) = batch.next_chunk(Some(16)) {
                 assert!(c.len() <= 16);

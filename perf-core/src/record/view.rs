@@ -133,8 +133,8 @@ impl<'a> RecordView<'a> {
 /// A `PERF_RECORD_SAMPLE` checked against its layout in one pass and read lazily: each accessor decodes one
 /// field of the record's bytes (borrowed from the ring, across its seam when the record wraps).
 ///
-/// Made by [`RawRecord::view`](crate::RawRecord::view) only when [`parse`](crate::RawRecord::parse) would
-/// succeed, so every accessor returns exactly the matching field of the parsed [`Sample`]: `Some` when the
+/// Made by [`RawRecord::view`](crate::RawRecord::view) or, fastest, [`RawRecord::sample_view`](crate::RawRecord::sample_view),
+/// only when [`parse`](crate::RawRecord::parse) would succeed, so every accessor returns exactly the matching field of the parsed [`Sample`]: `Some` when the
 /// event's `sample_type` selects the field, `None` otherwise. Accessors neither allocate nor fail.
 /// [`to_sample`](Self::to_sample) gives the whole [`Sample`] (and `.to_sample().into_owned()` an owned one).
 ///
@@ -155,16 +155,24 @@ impl<'a> SampleView<'a> {
     /// Validates `data` (a sample body) against `cfg` and notes where its fields start.
     #[inline(always)]
     pub(crate) fn new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Result<Self, Error> {
-        let mut view = SampleView {
-            data,
-            cfg,
-            seg: [0; SEGMENTS],
-            misc,
-        };
-        match layout(data, cfg, &mut view.seg) {
-            Some(()) => Ok(view),
+        match Self::try_new(misc, data, cfg) {
+            Some(view) => Ok(view),
             None => Err(refusal(misc, data, cfg)),
         }
+    }
+
+    /// [`new`](Self::new) without the error: `None` where `new` fails. Without a `Result` that shares its
+    /// bytes with [`Error`], the view stays in registers in a caller's loop.
+    #[inline(always)]
+    pub(crate) fn try_new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Option<Self> {
+        let mut seg = [0; SEGMENTS];
+        layout(data, cfg, &mut seg)?;
+        Some(SampleView {
+            data,
+            cfg,
+            seg,
+            misc,
+        })
     }
 
     #[inline(always)]
