@@ -42,6 +42,13 @@ macro_rules! require {
     };
 }
 
+/// Whether the tests run on an emulated CPU (`PERF_TEST_EMULATED=1`, set by `cargo xtask kernel-matrix`
+/// for its qemu TCG guests): timers fire late there, so timer-driven sampling (task-clock, cpu-clock)
+/// takes fewer samples than elapsed periods. Tests relax such timing bounds, never exact counts.
+pub fn emulated() -> bool {
+    std::env::var("PERF_TEST_EMULATED").is_ok_and(|v| v == "1")
+}
+
 /// Whether the effective uid is 0.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

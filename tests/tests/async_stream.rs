@@ -58,9 +58,21 @@ fn assert_all_samples(counter: &Counter, period: u64, samples: u64) {
     assert!(samples > 0, "no samples (count {count} ns)");
     // A sample is taken at every period of task time: the stream ended only after every one of
     // them was drained from the ring.
+    // Under emulation (qemu TCG) the hrtimer behind task-clock sampling fires late and skips the
+    // periods it overran (a quarter to a half of them give samples in the matrix): at least a tenth.
+    let floor = if tests::emulated() {
+        expected / 10
+    } else {
+        expected.saturating_sub(2)
+    };
     assert!(
-        samples + 2 >= expected && samples <= expected + 2,
-        "{samples} samples for {count} ns at a {period} ns period (expected about {expected})"
+        samples >= floor && samples <= expected + 2,
+        "{samples} samples for {count} ns at a {period} ns period (expected about {expected}{})",
+        if tests::emulated() {
+            ", at least a tenth under emulation"
+        } else {
+            ""
+        }
     );
 }
 

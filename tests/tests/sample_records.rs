@@ -428,5 +428,9 @@ fn dropping_an_iterator_loses_no_records() {
         .iter()
         .filter(|(_, r)| matches!(r, Record::Sample(_)))
         .count() as u64;
-    assert_eq!(1 + rest, faults, "records lost when the first iterator was dropped");
+    assert_eq!(
+        1 + rest,
+        faults,
+        "records lost when the first iterator was dropped"
+    );
 }

@@ -84,7 +84,8 @@ fn cow_iter_example() {
         }
     };
 
-    println!("skipped: {}", skipped);
+    // (Not "skipped: N": the kernel matrix's report reads that prefix as a skipped test.)
+    println!("records passed over: {}", skipped);
     println!("{:-?}", it);
     // --- end of the example ---
 

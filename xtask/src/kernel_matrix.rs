@@ -332,6 +332,51 @@ fn build_tests(only: &[String]) -> Result<Vec<TestBinary>, String> {
     Ok(bins)
 }
 
+/// Builds the examples of `perf-event` for the musl target (the `*_example` tests drive them: in the
+/// guest there is no cargo to build them); returns them.
+fn build_examples() -> Result<Vec<TestBinary>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("kernel-matrix: cargo build -p perf-event --examples --target {TARGET}");
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "perf-event",
+            "--examples",
+            "--target",
+            TARGET,
+        ])
+        .args(["--message-format=json-render-diagnostics"])
+        .current_dir(workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the perf-event examples for {TARGET} failed ({}): see cargo's messages above",
+            out.status
+        ));
+    }
+    let mut bins = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if !line.contains("\"reason\":\"compiler-artifact\"")
+            || !line.contains("\"kind\":[\"example\"]")
+        {
+            continue;
+        }
+        // An example's executable is `target/<triple>/<profile>/examples/<name>` (no hash).
+        let Some(path) = json_str(line, "executable").map(PathBuf::from) else {
+            continue;
+        };
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        bins.push(TestBinary { name, path });
+    }
+    bins.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(bins)
+}
+
 /// The guest's `/init`.
 fn init_script(bins: &[TestBinary]) -> String {
     let names: Vec<&str> = bins.iter().map(|b| b.name.as_str()).collect();
@@ -343,6 +388,10 @@ rm -f /bin/setpriv
 export PATH=/bin HOME=/tmp
 # Privilege skips are not failures here: the tests decide at run time, as root, what the kernel allows.
 unset PERF_TEST_STRICT
+# The examples that the *_example tests drive, built on the host (no cargo here).
+export PERF_EVENT_EXAMPLES=/examples
+# Software emulation (TCG): timers fire late, so hrtimer-driven sampling takes fewer samples than periods.
+export PERF_TEST_EMULATED=1
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -390,13 +439,15 @@ fn stripped(path: &Path, scratch: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// Writes the initramfs (busybox, `/init`, the test binaries) to `target/xtask/matrix/initrd.gz`.
-fn build_initramfs(bins: &[TestBinary]) -> Result<PathBuf, String> {
+fn build_initramfs(bins: &[TestBinary], examples: &[TestBinary]) -> Result<PathBuf, String> {
     let busybox =
         fs::read(BUSYBOX).map_err(|e| format!("read {BUSYBOX}: {e}; install busybox-static"))?;
     let dir = matrix_dir();
     fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let mut a = cpio::Archive::default();
-    for d in ["bin", "dev", "proc", "sys", "tmp", "tests", "root"] {
+    for d in [
+        "bin", "dev", "proc", "sys", "tmp", "tests", "examples", "root",
+    ] {
         a.dir(d);
     }
     a.char_dev("dev/console", 5, 1);
@@ -407,6 +458,13 @@ fn build_initramfs(bins: &[TestBinary]) -> Result<PathBuf, String> {
     for b in bins {
         a.file(
             &format!("tests/{}", b.name),
+            0o755,
+            &stripped(&b.path, &dir)?,
+        );
+    }
+    for b in examples {
+        a.file(
+            &format!("examples/{}", b.name),
             0o755,
             &stripped(&b.path, &dir)?,
         );
@@ -547,13 +605,19 @@ pub fn main(opts: &Options) -> Result<(), String> {
     }
     let fetched = started.elapsed();
     let bins = build_tests(&opts.tests)?;
+    let examples = build_examples()?;
     let built = started.elapsed();
-    let initrd = build_initramfs(&bins)?;
+    let initrd = build_initramfs(&bins, &examples)?;
     let size = fs::metadata(&initrd).map(|m| m.len()).unwrap_or(0);
     eprintln!(
-        "kernel-matrix: {} test binaries ({}), initramfs {:.1} MiB",
+        "kernel-matrix: {} test binaries ({}), examples ({}), initramfs {:.1} MiB",
         bins.len(),
         bins.iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        examples
+            .iter()
             .map(|b| b.name.as_str())
             .collect::<Vec<_>>()
             .join(", "),
@@ -565,7 +629,21 @@ pub fn main(opts: &Options) -> Result<(), String> {
             "kernel-matrix: booting {} ({})",
             kernel.series, kernel.release
         );
-        let outcome = boot(kernel, &initrd, opts)?;
+        let mut outcome = boot(kernel.clone(), &initrd, opts)?;
+        if outcome.run.release.is_none() {
+            // The guest died before /init ran: under TCG, SMP kernels now and then oops while
+            // patching their own text at boot (seen on 6.12: int3 in sched_clock_cpu). Boot once more;
+            // the first log is kept as <series>.boot1.log.
+            let first = outcome.log.with_extension("boot1.log");
+            let _ = fs::rename(&outcome.log, &first);
+            eprintln!(
+                "kernel-matrix: {} died before /init ({}); log in {}; booting once more",
+                kernel.series,
+                outcome.problem.as_deref().unwrap_or("no kernel line"),
+                first.display()
+            );
+            outcome = boot(kernel, &initrd, opts)?;
+        }
         eprintln!(
             "kernel-matrix: {} done in {:.1} s: {}",
             outcome.kernel.series,

@@ -53,6 +53,9 @@ pub struct Counter {
     read_size: usize,
     /// Set while a [`Sampler`](crate::sample::Sampler) maps this counter's ring (one consumer).
     pub(crate) sampler_claim: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set while `PERF_EVENT_IOC_SET_OUTPUT` sends this counter's records into another ring: its own
+    /// mapping would be a second consumer of that ring (kernels before 6.16 or so allow it).
+    pub(crate) redirected: std::sync::atomic::AtomicBool,
 }
 
 impl Counter {
@@ -142,6 +145,7 @@ impl Counter {
             target,
             read_size,
             sampler_claim: Default::default(),
+            redirected: Default::default(),
         })
     }
 
@@ -424,7 +428,10 @@ impl Counter {
     #[doc(alias = "PERF_EVENT_IOC_SET_OUTPUT")]
     pub fn set_output(&self, target: Option<&Counter>) -> Result<()> {
         sys::ioctl::set_output(self.fd(), target.map(|t| t.fd()))
-            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_SET_OUTPUT", e))
+            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_SET_OUTPUT", e))?;
+        self.redirected
+            .store(target.is_some(), std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// The counter's file.

@@ -84,6 +84,14 @@ impl Counter {
             return Err(Error::SamplerExists);
         }
         let made = (|| {
+            if self.redirected.load(Ordering::Acquire) {
+                // Older kernels map a redirected counter (the ring it writes into, a second consumer
+                // of it); newer ones refuse with EBUSY. Refuse alike everywhere.
+                return Err(Error::Ring(perf_core::Error::MapBusy {
+                    area: "data",
+                    source: std::io::Error::from_raw_os_error(libc::EBUSY),
+                }));
+            }
             let pages = 1u64
                 .checked_shl(u32::from(exp))
                 .filter(|_| exp < 40)
@@ -198,7 +206,9 @@ impl Sampler {
                 "PERF_EVENT_IOC_SET_OUTPUT (both counters must be on the same CPU, or both per task)",
                 e,
             )
-        })
+        })?;
+        counter.redirected.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Pauses the ring's output (`PERF_EVENT_IOC_PAUSE_OUTPUT`): the counter keeps counting,
