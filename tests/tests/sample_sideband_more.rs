@@ -1,0 +1,123 @@
+//! Side-band records the other sampling tests do not provoke: EXIT of a monitored process, and
+//! KSYMBOL / BPF_EVENT around a BPF program's load and unload.
+#![allow(clippy::field_reassign_with_default)] // options are set field by field, as in the docs
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::Command;
+
+use perf_event::config::{Cpu, Opts, Proc};
+use perf_event::count::Counter;
+use perf_event::event::sw::Software;
+use perf_event::sample::record::{BpfEventType, Record};
+use tests::{is_root, require, Skip};
+
+#[test]
+fn exit_of_a_monitored_process_is_recorded() {
+    let mut child = Command::new("sleep")
+        .arg("0.3")
+        .spawn()
+        .expect("spawn sleep");
+    let pid = child.id();
+    let mut opts = Opts::default();
+    opts.exclude.kernel = true;
+    opts.extra_record.task = true;
+    opts.record_id_format.task = true;
+    opts.record_id_all = true;
+    let counter = Counter::new(Software::Dummy, (Proc(pid), Cpu::ALL), &opts).unwrap();
+    let sampler = counter.sampler(3).unwrap();
+    counter.enable().unwrap();
+    assert!(child.wait().unwrap().success());
+    let exits: Vec<_> = sampler
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Exit(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        exits.iter().any(|e| e.task.pid == pid && e.task.tid == pid),
+        "no EXIT record for pid {pid}: {exits:?}"
+    );
+}
+
+/// Loads `r0 = 0; exit` as a socket filter, which every kernel with BPF accepts from root.
+fn load_trivial_bpf() -> std::io::Result<OwnedFd> {
+    let insns: [u64; 2] = [
+        u64::from_le_bytes([0xb7, 0, 0, 0, 0, 0, 0, 0]), // BPF_ALU64 | BPF_MOV | BPF_K: r0 = 0
+        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]), // BPF_JMP | BPF_EXIT
+    ];
+    let license = b"GPL\0";
+    const BPF_PROG_TYPE_SOCKET_FILTER: u64 = 1;
+    let mut attr = [0u64; 16]; // union bpf_attr, the BPF_PROG_LOAD part; the rest zero
+    attr[0] = BPF_PROG_TYPE_SOCKET_FILTER | (2u64 << 32);
+    attr[1] = insns.as_ptr() as u64;
+    attr[2] = license.as_ptr() as u64;
+    const BPF_PROG_LOAD: libc::c_long = 5;
+    // SAFETY: bpf(2) reads `size_of_val(&attr)` bytes of a zero-padded attr whose pointers refer to
+    // live locals (the instructions and the NUL-terminated license).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_LOAD,
+            attr.as_ptr(),
+            core::mem::size_of_val(&attr),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: bpf(2) returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[test]
+fn ksymbol_and_bpf_event_records_follow_a_program_load() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "loading a BPF program needs root"
+    );
+    let mut opts = Opts::default();
+    opts.exclude.kernel = true;
+    opts.extra_record.ksymbol = true;
+    opts.extra_record.bpf_event = true;
+    opts.record_id_format.task = true;
+    opts.record_id_all = true;
+    let counter = Counter::new(Software::Dummy, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+    let sampler = counter.sampler(3).unwrap();
+    counter.enable().unwrap();
+    let prog = match load_trivial_bpf() {
+        Ok(p) => p,
+        Err(e) => {
+            tests::skip(Skip::Privilege, &format!("BPF_PROG_LOAD refused: {e}"));
+            return;
+        }
+    };
+    drop(prog);
+    // The unload runs after an RCU grace period, from a worker: give it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let (mut ksyms, mut loads, mut unloads) = (Vec::new(), Vec::new(), Vec::new());
+    while std::time::Instant::now() < deadline && (ksyms.is_empty() || loads.is_empty()) {
+        for (_, r) in sampler.iter() {
+            match r {
+                Record::Ksymbol(k) => ksyms.push(k),
+                Record::BpfEvent(b) if matches!(b.ty, BpfEventType::ProgLoad) => loads.push(b),
+                Record::BpfEvent(b) => unloads.push(b),
+                _ => {}
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        ksyms
+            .iter()
+            .any(|k| k.name.to_bytes().starts_with(b"bpf_prog_") && k.addr != 0 && k.len > 0),
+        "no KSYMBOL for the program: {ksyms:?}"
+    );
+    assert_eq!(loads.len(), 1, "BPF_EVENT prog-load records: {loads:?}");
+    assert_ne!(loads[0].id, 0);
+    assert!(
+        unloads.iter().all(|u| u.id == loads[0].id),
+        "an unload names another program: {unloads:?}"
+    );
+}
