@@ -138,3 +138,51 @@ pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
+
+/// The path of perf-event's example `name`, built on first use.
+///
+/// With `PERF_EVENT_EXAMPLES` set (the kernel matrix's guest has no cargo), `$PERF_EVENT_EXAMPLES/name`.
+/// Otherwise `cargo build -p perf-event --example name` runs once, with the calling test binary's profile and
+/// target directory (a test runs as `target/<profile>/deps/<name>-<hash>`), so `cargo test -p tests` works
+/// alone.
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    use std::path::Path;
+    if let Some(dir) = std::env::var_os("PERF_EVENT_EXAMPLES") {
+        let bin = Path::new(&dir).join(name);
+        assert!(bin.exists(), "{} does not exist", bin.display());
+        return bin;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lies in target/<profile>/deps");
+    let target_dir = profile_dir.parent().expect("target/<profile>");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("profile directory name");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    cargo
+        .current_dir(workspace)
+        .args(["build", "-q", "-p", "perf-event", "--example", name])
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cargo.arg("--release");
+        }
+        other => {
+            cargo.args(["--profile", other]);
+        }
+    }
+    let status = cargo.status().expect("running cargo build");
+    assert!(status.success(), "cargo build of the {name} example failed");
+    let bin = profile_dir.join("examples").join(name);
+    assert!(bin.exists(), "{} was not built", bin.display());
+    bin
+}

@@ -14,48 +14,7 @@ use tests::{is_root, paranoid, require, Skip};
 /// The example binary, built once.
 fn stat_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // Prebuilt examples (the kernel matrix's guest has no cargo): `$PERF_EVENT_EXAMPLES/stat`.
-        if let Some(dir) = std::env::var_os("PERF_EVENT_EXAMPLES") {
-            let bin = Path::new(&dir).join("stat");
-            assert!(bin.exists(), "{} does not exist", bin.display());
-            return bin;
-        }
-        // This test runs as target/<profile>/deps/stat_example-<hash>.
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary lies in target/<profile>/deps");
-        let target_dir = profile_dir.parent().expect("target/<profile>");
-        let profile = profile_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("profile directory name");
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .current_dir(workspace)
-            .args(["build", "-q", "-p", "perf-event", "--example", "stat"])
-            .arg("--target-dir")
-            .arg(target_dir);
-        match profile {
-            "debug" => {}
-            "release" => {
-                cargo.arg("--release");
-            }
-            other => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let status = cargo.status().expect("running cargo build");
-        assert!(status.success(), "cargo build of the stat example failed");
-        let bin = profile_dir.join("examples").join("stat");
-        assert!(bin.exists(), "{} was not built", bin.display());
-        bin
-    })
+    BIN.get_or_init(|| tests::example_binary("stat"))
 }
 
 /// Runs the example; the counts go to stderr, as with perf.
