@@ -11,7 +11,6 @@ use super::record::{Priv, Record};
 use super::{Parser, Sampler};
 use crate::error::Result;
 
-/// Records parsed per lock of the ring by the owned iterator (one tail store per batch).
 /// Owned records from a [`Sampler`], oldest first; see [`Sampler::iter`].
 ///
 /// `next` never blocks: it returns `None` when the ring is empty (the iterator can be used again
