@@ -138,6 +138,8 @@ fn every_software_event_opens_and_the_quiet_ones_stay_zero() {
         let c = opened.unwrap_or_else(|e| panic!("{ev:?}: {e}"));
         c.enable().unwrap();
         touch_pages(4);
+        // Long enough for the clock events to advance where sched_clock ticks coarsely (qemu TCG).
+        tests::busy_loop(std::time::Duration::from_millis(10));
         c.disable().unwrap();
         let n = c.stat().unwrap().count;
         match ev {

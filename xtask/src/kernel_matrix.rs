@@ -493,7 +493,17 @@ fn boot(kernel: Kernel, initrd: &Path, opts: &Options) -> Result<Outcome, String
     let out = fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
     let start = Instant::now();
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-nographic", "-no-reboot", "-m", "1G", "-accel", "tcg"])
+        // Single-threaded TCG: with one host thread per vCPU (MTTCG) the kernel's live code patching
+        // (static keys, kprobes: int3-based text_poke) raced with other vCPUs' translated code and
+        // oopsed with a stray int3 (seen on 7.2 in reliability_hygiene, on 6.12 at boot).
+        .args([
+            "-nographic",
+            "-no-reboot",
+            "-m",
+            "1G",
+            "-accel",
+            "tcg,thread=single",
+        ])
         .args(["-smp", &opts.smp.to_string()])
         // No NIC: the guest needs none, and its option ROM (iPXE) only slows the boot.
         .args(["-nic", "none"])
