@@ -231,16 +231,8 @@ pub(crate) struct OpenRequest<'a> {
     pub cgroup: bool,
 }
 
-/// Turns the errno of a failed open into an [`Error`] that explains it.
-///
-/// For a cgroup target, prefer [`diagnose_open_on`], which can name the cgroup's directory.
-// For opens that have no `Target` at hand (the sampler may open that way).
-#[allow(dead_code)]
-pub(crate) fn diagnose_open(source: io::Error, req: &OpenRequest<'_>) -> Error {
-    diagnose(source, req, None)
-}
-
-/// As [`diagnose_open`], for an open on `target`: a refused cgroup is named by its path.
+/// Turns the errno of a failed open on `target` into an [`Error`] that explains it; a refused
+/// cgroup is named by its path.
 pub(crate) fn diagnose_open_on(source: io::Error, req: &OpenRequest<'_>, target: &Target) -> Error {
     let path = match &target.cgroup {
         Some(Ok(fd)) => std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok(),
