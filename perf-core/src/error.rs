@@ -101,7 +101,7 @@ pub enum Error {
         /// The system page size.
         page_size: u64,
     },
-    /// The kernel refused to map a ring because of its locked-memory budget (EPERM or ENOMEM).
+    /// The kernel refused to map a ring because of its locked-memory budget (EPERM).
     #[error("mapping {len} bytes of perf {area} ring failed ({source}): locked-memory budget exceeded; \
 perf_event_mlock_kb is {mlock_kb} KiB (per CPU, /proc/sys/kernel/perf_event_mlock_kb) and RLIMIT_MEMLOCK is \
 {memlock_cur} (hard {memlock_max}) bytes. Map fewer pages, raise perf_event_mlock_kb or RLIMIT_MEMLOCK (ulimit -l), \
@@ -119,6 +119,47 @@ or run with CAP_IPC_LOCK")]
         memlock_max: String,
         /// The error mmap(2) returned.
         source: std::io::Error,
+    },
+    /// The kernel could not allocate a ring this large (ENOMEM), whatever the locked-memory budget.
+    #[error("the kernel could not allocate a {len}-byte perf {area} ring ({source}): it keeps a ring's page list \
+in one allocation, which limits a data ring to 2^18 pages (1 GiB with 4 KiB pages) on most kernels, or memory is \
+short; map fewer pages")]
+    MapTooLarge {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
+        /// Bytes asked for.
+        len: u64,
+        /// The error mmap(2) returned.
+        source: std::io::Error,
+    },
+    /// [`Ring::map_exclusive`](crate::Ring::map_exclusive) found the event mapped already.
+    #[error("the perf event already has a mapping (another ring of it, or a mapping of a duplicate of its fd): a \
+second {area} ring would be a second consumer of the same ring; read it through the existing one")]
+    AlreadyMapped {
+        /// `"data"`.
+        area: &'static str,
+    },
+    /// The fd is not a perf event fd the kernel lets us detach and map.
+    #[error("cannot map a perf {area} ring of this fd ({source}): not a perf event fd, or it cannot be duplicated")]
+    NotPerfFd {
+        /// `"data"`.
+        area: &'static str,
+        /// The error the kernel returned.
+        source: std::io::Error,
+    },
+    /// The AUX area cannot be mapped safely through this data ring.
+    #[error("cannot map the AUX area: {why}")]
+    AuxUnavailable {
+        /// Why not.
+        why: &'static str,
+    },
+    /// A ring or page was used in a child made by `fork()`: the kernel does not copy perf mappings into
+    /// children (`VM_DONTCOPY`).
+    #[error("this perf {area} ring belongs to the parent process: fork() does not copy perf mappings into the \
+child; open and map the event again in the child")]
+    ForkedChild {
+        /// `"data"` or `"aux"`.
+        area: &'static str,
     },
     /// The fd's output is redirected to another event's ring (EBUSY).
     #[error(

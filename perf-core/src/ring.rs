@@ -6,35 +6,41 @@
 //!
 //! Memory ordering (see `include/uapi/linux/perf_event.h` and `kernel/events/ring_buffer.c`):
 //! `head` is loaded with `Acquire` (pairs with the kernel's `smp_wmb()` before it publishes the head), record
-//! bytes below the head are read plainly, and `tail` is stored with `Release` once per [`Batch`] (pairs with
-//! the kernel's tail load and full barrier before it reuses space). Our own tail is kept in the ring; we are its
-//! only writer, so it is never re-read from the page.
+//! bytes below the head are read plainly, and `tail` is stored with `Release` (pairs with the kernel's tail
+//! load and control dependency before it reuses space). Our own tail is kept in the ring; we are its only
+//! writer, so it is never re-read from the page. The head we act on is always one this ring loaded itself:
+//! no public function takes a head (or a tail) from its caller.
+//!
+//! Overwrite areas (`write_backward` data rings, AUX snapshot mode) ignore the tail: the producer may write
+//! any byte at any time, so they are never borrowed. [`Ring::copy_backward`] and [`Ring::copy_aux_snapshot`]
+//! copy them out with atomic loads into owned buffers, then validate (see `overwrite.rs`).
 //!
 //! # Safety
 //!
 //! A `Ring` holds raw pointers into memory shared with a producer (the kernel, or [`crate::sim`]). Its
 //! soundness rests on the contract of [`Ring::from_raw_parts`]: the memory stays mapped while the ring lives,
-//! and the producer never writes bytes in `[tail, head)` (the perf protocol in non-overwrite mode). Chunks
-//! borrow the [`Batch`] (which borrows the ring mutably), and the tail moves only when the batch ends, so no
-//! chunk can outlive the guarantee. Head and tail are only ever accessed through atomics. Every offset into the
-//! area is masked by `size - 1` and every length is at most `size`, so no read leaves the area whatever the
-//! producer writes.
+//! no other consumer reads the area or stores its tail, and the producer never writes bytes in
+//! `[published tail, head)` of a normal ring. Chunks borrow the ring (or a [`Batch`], which borrows the ring
+//! mutably), and the tail is only published by calls that need `&mut` of the ring, so no chunk outlives the
+//! guarantee. Head and tail are only ever accessed through atomics. Every offset into the area is masked by
+//! `size - 1` and every length is at most `size`, so no read leaves the area whatever the producer writes.
 
 use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::offset_of;
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use perf_sys::perf_event_mmap_page;
 
 use crate::page::UserPage;
-use crate::{Chunk, Error};
+use crate::{fork, Chunk, Error};
 
 /// Size of `struct perf_event_header`.
-const HEADER: u64 = 8;
+pub(crate) const HEADER: u64 = 8;
 
 mod sealed {
     pub trait Sealed {}
@@ -86,13 +92,13 @@ pub enum RingMode {
     /// The consumer publishes a tail; the producer stops (and counts `LOST`) when the ring is full.
     Normal,
     /// Read-only mapping; the producer overwrites the oldest data and ignores the tail (flight recorder,
-    /// AUX snapshot mode). Pause the producer (`PERF_EVENT_IOC_PAUSE_OUTPUT`, or disable the event) before
-    /// reading, or the bytes may change while you read them.
+    /// AUX snapshot mode). Read it by copying ([`Ring::copy_backward`], [`Ring::copy_aux_snapshot`]) after
+    /// pausing the producer (`PERF_EVENT_IOC_PAUSE_OUTPUT` for data, disabling the event for AUX).
     Overwrite,
 }
 
 impl RingMode {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RingMode::Normal => "normal",
             RingMode::Overwrite => "overwrite",
@@ -103,32 +109,55 @@ impl RingMode {
 /// What keeps a ring's memory alive (a mapping, a simulated region).
 pub(crate) type Owner = Arc<dyn Any + Send + Sync>;
 
+/// Who writes the area: decides how [`Ring`] waits for writes already in progress (see `overwrite.rs`).
+#[derive(Clone, Debug)]
+pub(crate) enum Producer {
+    /// The kernel, through a mapping of a perf fd.
+    Kernel,
+    /// The simulator, which counts its writes in progress.
+    Sim(Arc<crate::sim::SimShared>),
+    /// Memory handed to [`Ring::from_raw_parts`]: nothing is known about its writer.
+    Unknown,
+}
+
 /// The consumer of one perf ring area: [`Ring<Data>`] for records, [`Ring<Aux>`] for AUX bytes.
 ///
 /// Positions are free-running `u64` byte counts, masked by `size - 1` to index the area. Reading needs
-/// `&mut self`, so one ring has one consumer. Get one from [`Ring::map`], [`Ring::map_aux`] or the
-/// simulator in [`crate::sim`].
+/// `&mut self`, so one ring has one consumer. Get one from [`Ring::map_exclusive`] (safe: the kernel proves
+/// the ring has no other consumer), [`Ring::map`] (`unsafe`: you promise it), or the simulator in
+/// [`crate::sim`].
 ///
 /// ```no_run
 /// # fn f(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), perf_core::Error> {
 /// use perf_core::{Ring, RingMode};
-/// let mut ring = Ring::map(fd, 8, RingMode::Normal)?; // 8 data pages
-/// let mut batch = ring.batch()?;                        // loads data_head once
+/// let mut ring = Ring::map_exclusive(fd, 8, RingMode::Normal)?; // 8 data pages
+/// let mut batch = ring.batch()?;                                  // loads data_head once
 /// while let Some(record) = batch.next_record()? {
 ///     let ty = record.read_u32(0);
 ///     let _ = ty;
 /// }
-/// drop(batch);                                          // publishes data_tail once
+/// drop(batch);                                                    // publishes data_tail once
 /// # Ok(()) }
 /// ```
 pub struct Ring<A: Area> {
     page: NonNull<perf_event_mmap_page>,
     data: NonNull<u8>,
     size: u64,
-    /// Our tail (normal mode), or the head seen at the last snapshot (overwrite mode).
-    tail: u64,
+    /// Normal mode: everything below has been consumed. Overwrite mode: the head seen at the last copy.
+    pub(crate) tail: u64,
+    /// Normal mode: the tail stored in the page (`<= tail`).
+    published: u64,
+    /// Normal mode: the head this ring loaded last (`tail <= seen_head`, `seen_head - tail < size`).
+    seen_head: u64,
     mode: RingMode,
     owner: Option<Owner>,
+    /// The fork generation the mapping belongs to (`None` for memory that fork copies, like the simulator's).
+    generation: Option<u64>,
+    /// The event, for rings made by [`Ring::map_exclusive`] (needed to map its AUX area safely).
+    pub(crate) fd: Option<Arc<OwnedFd>>,
+    /// Set while an AUX ring mapped through this data ring lives.
+    pub(crate) aux_claim: Arc<AtomicBool>,
+    pub(crate) producer: Producer,
     _area: PhantomData<A>,
 }
 
@@ -136,8 +165,9 @@ pub struct Ring<A: Area> {
 // simulated region) is kept alive by `owner`, or by the caller of `from_raw_parts`. Moving it to another
 // thread moves the only consumer; the producer synchronises with it through atomic head/tail only.
 unsafe impl<A: Area> Send for Ring<A> {}
-// SAFETY: every `&self` method only performs atomic loads of page fields (head, seqlock reads) or reads the
-// ring's own plain fields; all reads of the area's bytes and every tail store need `&mut self`.
+// SAFETY: every `&self` method only performs atomic loads of page fields (head, seqlock reads), reads the
+// ring's own plain fields, or hands out chunks of `[tail, seen_head)`, which nobody writes while `&self`
+// lives (moving the tail needs `&mut self`).
 unsafe impl<A: Area> Sync for Ring<A> {}
 
 impl<A: Area> fmt::Debug for Ring<A> {
@@ -148,7 +178,7 @@ impl<A: Area> fmt::Debug for Ring<A> {
             .field("mode", &self.mode)
             .field("head", &self.head())
             .field("tail", &self.tail)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -157,21 +187,22 @@ impl<A: Area> Ring<A> {
     ///
     /// `owner`, if given, is kept alive as long as the ring (and rings derived from it, like the AUX ring of a
     /// data ring). The tail starts at the page's current tail field in normal mode; in overwrite mode the
-    /// starting point of [`backward_snapshot`](Ring::backward_snapshot) and
-    /// [`aux_snapshot`](Ring::aux_snapshot) is the page's current head.
+    /// starting point of [`copy_backward`](Ring::copy_backward) and
+    /// [`copy_aux_snapshot`](Ring::copy_aux_snapshot) is the page's current head.
     ///
     /// # Errors
     ///
-    /// [`Error::BadRingSize`] if `size` is not a non-zero power of two that fits in `usize`.
+    /// [`Error::BadRingSize`] if `size` is not a power of two of at least 8 bytes that fits in `usize`.
     ///
     /// # Safety
     ///
     /// - `page` points to a `perf_event_mmap_page`, 8-byte aligned, readable for the ring's life, and its
     ///   tail field for this area is writable when `mode` is [`RingMode::Normal`].
-    /// - `data` points to `size` readable bytes for the ring's life.
+    /// - `data` points to `size` readable bytes, 8-byte aligned, for the ring's life.
     /// - Only atomic accesses touch the head and tail fields, from anyone.
     /// - The producer follows the perf protocol: in normal mode it never writes bytes between the tail this
-    ///   ring last published and the head it published (so a chunk being read is never written).
+    ///   ring last published and the head it published (so a chunk being read is never written). In
+    ///   overwrite mode it may write anywhere, but only with atomic (or, for a kernel, volatile) stores.
     /// - No other consumer reads this area or stores its tail while the ring lives.
     pub unsafe fn from_raw_parts(
         page: NonNull<perf_event_mmap_page>,
@@ -180,7 +211,26 @@ impl<A: Area> Ring<A> {
         mode: RingMode,
         owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self, Error> {
-        if size == 0 || !size.is_power_of_two() || usize::try_from(size).is_err() {
+        // SAFETY: the caller's contract is ours.
+        unsafe { Self::with_producer(page, data, size, mode, owner, Producer::Unknown, None) }
+    }
+
+    /// [`from_raw_parts`](Self::from_raw_parts) with what perf-core knows about the memory.
+    ///
+    /// # Safety
+    ///
+    /// As `from_raw_parts`; `generation` is `Some` only for mappings that `fork` does not copy and that
+    /// are registered with [`fork::register`].
+    pub(crate) unsafe fn with_producer(
+        page: NonNull<perf_event_mmap_page>,
+        data: NonNull<u8>,
+        size: u64,
+        mode: RingMode,
+        owner: Option<Owner>,
+        producer: Producer,
+        generation: Option<u64>,
+    ) -> Result<Self, Error> {
+        if size < HEADER || !size.is_power_of_two() || usize::try_from(size).is_err() {
             return Err(Error::BadRingSize {
                 area: A::NAME,
                 size,
@@ -191,14 +241,25 @@ impl<A: Area> Ring<A> {
             data,
             size,
             tail: 0,
+            published: 0,
+            seen_head: 0,
             mode,
             owner,
+            generation,
+            fd: None,
+            aux_claim: Arc::default(),
+            producer,
             _area: PhantomData,
         };
-        ring.tail = match mode {
-            RingMode::Normal => ring.tail_atomic().load(Ordering::Relaxed),
-            RingMode::Overwrite => ring.head(),
-        };
+        match mode {
+            RingMode::Normal => {
+                let tail = ring.tail_atomic().load(Ordering::Relaxed);
+                ring.tail = tail;
+                ring.published = tail;
+                ring.seen_head = tail;
+            }
+            RingMode::Overwrite => ring.tail = ring.head(),
+        }
         Ok(ring)
     }
 
@@ -214,21 +275,22 @@ impl<A: Area> Ring<A> {
         unsafe { AtomicU64::from_ptr(ptr) }
     }
 
-    fn head_atomic(&self) -> &AtomicU64 {
-        self.field(A::HEAD_OFFSET)
-    }
-
     fn tail_atomic(&self) -> &AtomicU64 {
         self.field(A::TAIL_OFFSET)
     }
 
-    /// The producer's head, loaded with `Acquire`: bytes below it are complete.
+    /// The producer's head, with `Acquire` ordering: bytes below it are complete.
+    ///
+    /// (A relaxed load followed by an acquire fence: the mapping of an overwrite ring is read-only, and only
+    /// relaxed word-sized atomic loads are promised to work on read-only memory.)
     pub fn head(&self) -> u64 {
-        self.head_atomic().load(Ordering::Acquire)
+        let head = self.field(A::HEAD_OFFSET).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        head
     }
 
-    /// Our tail: everything below it has been consumed (normal mode); in overwrite mode, the head seen at
-    /// the last snapshot.
+    /// Our tail: everything below it has been consumed (normal mode; it is published to the kernel as
+    /// described at [`next_record`](Ring::next_record)); in overwrite mode, the head seen at the last copy.
     pub fn tail(&self) -> u64 {
         self.tail
     }
@@ -243,8 +305,9 @@ impl<A: Area> Ring<A> {
         self.mode
     }
 
-    /// Bytes published and not yet consumed (`head - tail`); more than [`size`](Self::size) means the ring is
-    /// corrupt (a batch would report it).
+    /// Bytes published and not yet consumed (`head - tail`) in normal mode; in overwrite mode, bytes written
+    /// since the last copy. More than [`size`](Self::size) in normal mode means the ring is corrupt (a read
+    /// would report it).
     pub fn pending_bytes(&self) -> u64 {
         match self.mode {
             RingMode::Normal => self.head().wrapping_sub(self.tail),
@@ -255,7 +318,7 @@ impl<A: Area> Ring<A> {
     /// The mmap page this ring belongs to (counter index, time conversion, user-space counter reads).
     pub fn page(&self) -> UserPage<'_> {
         // SAFETY: the page is valid for reads for the ring's life (contract of `from_raw_parts`), which
-        // outlives the returned borrow.
+        // outlives the returned borrow; in a fork child it is a zeroed placeholder (see `fork`).
         unsafe { UserPage::from_ptr(self.page) }
     }
 
@@ -267,56 +330,27 @@ impl<A: Area> Ring<A> {
         self.data
     }
 
-    /// Sets our tail without publishing it (the simulator moved the page's tail itself).
-    pub(crate) fn reset_tail(&mut self, tail: u64) {
-        self.tail = tail;
-    }
-
     pub(crate) fn owner(&self) -> Option<&Owner> {
         self.owner.as_ref()
     }
 
-    /// Starts a batch: loads the head once; the tail is published once, when the batch is dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RingMode`] on an overwrite ring (use [`Ring::backward_snapshot`] or [`Ring::aux_snapshot`]);
-    /// [`Error::RingHeadOutOfRange`] if the head is a whole ring or more ahead of the tail (the producer always
-    /// leaves a byte free, so that is corruption).
-    pub fn batch(&mut self) -> Result<Batch<'_, A>, Error> {
-        self.require(RingMode::Normal, "a forward read")?;
-        let head = self.head();
-        // The producer always leaves at least one byte free (`CIRC_SPACE`), so a full ring is never seen.
-        if head.wrapping_sub(self.tail) >= self.size {
-            return Err(Error::RingHeadOutOfRange {
-                area: A::NAME,
-                head,
-                tail: self.tail,
-                size: self.size,
-            });
+    /// Sets our tail (and what we know was published) without storing it: the simulator moved the page's
+    /// positions itself.
+    pub(crate) fn reset_positions(&mut self, tail: u64) {
+        self.tail = tail;
+        self.published = tail;
+        self.seen_head = tail;
+    }
+
+    /// Refuses to work in a child made by `fork()`: the kernel did not copy the mapping there.
+    pub(crate) fn check_process(&self) -> Result<(), Error> {
+        match self.generation {
+            Some(g) if fork::forked_since(g) => Err(Error::ForkedChild { area: A::NAME }),
+            _ => Ok(()),
         }
-        let pos = self.tail;
-        Ok(Batch {
-            ring: self,
-            head,
-            pos,
-        })
     }
 
-    /// Drops everything published so far: sets the tail to the head. The way out of a corrupt ring.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RingMode`] on an overwrite ring.
-    pub fn discard_pending(&mut self) -> Result<u64, Error> {
-        self.require(RingMode::Normal, "discarding")?;
-        let head = self.head();
-        let dropped = head.wrapping_sub(self.tail);
-        self.publish_tail(head);
-        Ok(dropped)
-    }
-
-    fn require(&self, mode: RingMode, what: &'static str) -> Result<(), Error> {
+    pub(crate) fn require(&self, mode: RingMode, what: &'static str) -> Result<(), Error> {
         if self.mode == mode {
             Ok(())
         } else {
@@ -329,31 +363,117 @@ impl<A: Area> Ring<A> {
         }
     }
 
-    fn publish_tail(&mut self, tail: u64) {
-        debug_assert_eq!(self.mode, RingMode::Normal);
-        if tail != self.tail {
-            self.tail = tail;
-            self.tail_atomic().store(tail, Ordering::Release);
+    /// Loads the head for a forward read and checks it against our tail.
+    fn load_head(&mut self) -> Result<u64, Error> {
+        let head = self.head();
+        // The producer always leaves at least one byte free (`CIRC_SPACE`), so a full ring is never seen.
+        if head.wrapping_sub(self.tail) >= self.size {
+            return Err(Error::RingHeadOutOfRange {
+                area: A::NAME,
+                head,
+                tail: self.tail,
+                size: self.size,
+            });
         }
+        self.seen_head = head;
+        Ok(head)
+    }
+
+    /// Stores our tail in the page (`Release`), giving the consumed bytes back to the producer.
+    ///
+    /// Only called with `&mut self`, so no chunk of the bytes below the tail is alive.
+    fn publish(&mut self) {
+        debug_assert_eq!(self.mode, RingMode::Normal);
+        if self.tail != self.published && self.check_process().is_ok() {
+            self.published = self.tail;
+            self.tail_atomic().store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Publishes the tail now: every record consumed so far goes back to the producer.
+    ///
+    /// [`next_record`](Ring::next_record) defers this; every other consuming call publishes on its own.
+    pub fn commit(&mut self) {
+        if self.mode == RingMode::Normal {
+            self.publish();
+        }
+    }
+
+    /// Starts a batch: loads the head once; the tail is published once, when the batch is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RingMode`] on an overwrite ring (use [`Ring::copy_backward`] or
+    /// [`Ring::copy_aux_snapshot`]); [`Error::RingHeadOutOfRange`] if the head is a whole ring or more
+    /// ahead of the tail (the producer always leaves a byte free, so that is corruption);
+    /// [`Error::ForkedChild`] in a child made by `fork()`.
+    pub fn batch(&mut self) -> Result<Batch<'_, A>, Error> {
+        self.require(RingMode::Normal, "a forward read")?;
+        self.check_process()?;
+        let head = self.load_head()?;
+        let pos = self.tail;
+        Ok(Batch {
+            ring: self,
+            head,
+            pos,
+        })
+    }
+
+    /// Drops everything published so far: sets the tail to the head and publishes it. The way out of a
+    /// corrupt ring. Returns how many bytes were dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RingMode`] on an overwrite ring; [`Error::ForkedChild`] in a child made by `fork()`.
+    pub fn discard_pending(&mut self) -> Result<u64, Error> {
+        self.require(RingMode::Normal, "discarding")?;
+        self.check_process()?;
+        let head = self.head();
+        let dropped = head.wrapping_sub(self.tail);
+        self.tail = head;
+        self.seen_head = head;
+        self.publish();
+        Ok(dropped)
     }
 
     /// `perf_event_header.size` of the record at 8-aligned position `pos`, which has at least 8 bytes
     /// published (so `size > 8`: `pending < size`).
     ///
-    /// An aligned header never straddles the end (the size is a power of two larger than 8), so it is read in
-    /// place: this is the hot path of every record walk.
+    /// An aligned header never straddles the end (the size is a power of two of at least 8), so it is read
+    /// in place: this is the hot path of every record walk.
     fn header_size(&self, pos: u64) -> u16 {
         let off = pos & (self.size - 1);
         if off + HEADER > self.size {
             return 0; // not reached for an aligned `pos`; keeps the read in bounds regardless
         }
         // SAFETY: `off + 8 <= size` (checked above), so bytes `off + 6 .. off + 8` lie in the area; they are
-        // published record bytes the producer does not write while the batch lives (see `chunk`); the read
-        // is unaligned-tolerant.
+        // published record bytes the producer does not write while they are unconsumed (see `chunk`); the
+        // read is unaligned-tolerant.
         unsafe { std::ptr::read_unaligned(self.data.as_ptr().add(off as usize + 6).cast::<u16>()) }
     }
 
+    /// Checks the record header at `pos` with `available` bytes published from it; returns its length.
+    fn record_len(&self, pos: u64, available: u64) -> Result<u64, Error> {
+        let size = if available >= HEADER && pos & (HEADER - 1) == 0 {
+            self.header_size(pos)
+        } else {
+            0
+        };
+        let len = u64::from(size);
+        if len < HEADER || len & (HEADER - 1) != 0 || len > available {
+            return Err(Error::RingCorruptRecord {
+                position: pos,
+                size,
+                available,
+            });
+        }
+        Ok(len)
+    }
+
     /// The `len` bytes at free-running position `pos`, as one or two slices. `len <= size`.
+    ///
+    /// Only for bytes of a normal ring in `[tail, seen_head)`, which the producer does not write until the
+    /// tail passes them.
     pub(crate) fn chunk(&self, pos: u64, len: u64) -> Chunk<'_> {
         let mask = self.size - 1;
         let len = len.min(self.size);
@@ -364,8 +484,9 @@ impl<A: Area> Ring<A> {
         let (off, first, second) = (off as usize, first as usize, (len - first) as usize);
         let base = self.data.as_ptr();
         // SAFETY: `[off, off + first)` and `[0, second)` lie in the `size`-byte area (above). Callers only ask
-        // for bytes the producer does not write while the returned borrow of `self` lives: `[tail, head)` in
-        // normal mode while the tail cannot move (it needs `&mut self`), or a paused overwrite ring.
+        // for bytes of a normal ring in `[tail, seen_head)`: complete (below a head loaded with Acquire) and
+        // not written by the producer until a tail past them is published, which needs `&mut self`, so not
+        // while the returned borrow of `self` lives.
         unsafe {
             Chunk::new(
                 std::slice::from_raw_parts(base.add(off), first),
@@ -376,64 +497,89 @@ impl<A: Area> Ring<A> {
 }
 
 impl Ring<Data> {
-    /// Consumes one record like [`next_with`](Self::next_with), but loads the producer's head only when the
-    /// records below the head seen last (`seen_head`) are used up: the per-record form of a batch.
-    ///
-    /// `seen_head` is the caller's memory of the last head loaded; start it at [`tail`](Self::tail) (or any
-    /// value at or below the tail, which forces a load). Bytes below a head once loaded with `Acquire` stay
-    /// complete and unwritten until the tail passes them, so reusing it is sound. The tail is published
-    /// (`Release`) when `f` returns, as with `next_with`.
-    ///
-    /// # Errors
-    ///
-    /// As [`batch`](Self::batch) and [`Batch::next_record`].
-    pub fn next_with_seen<R>(
-        &mut self,
-        seen_head: &mut u64,
-        f: impl FnOnce(Chunk<'_>) -> R,
-    ) -> Result<Option<R>, Error> {
+    /// Finds the next record: `(position, length)`, `None` when the ring is empty. Loads the head only when
+    /// the records below the head seen last are used up, publishing the tail first; publishes a quarter
+    /// ring's worth of consumed bytes on the way. Does not consume.
+    fn take_record(&mut self) -> Result<Option<(u64, u64)>, Error> {
         self.require(RingMode::Normal, "a forward read")?;
-        let ahead = seen_head.wrapping_sub(self.tail);
-        let head = if ahead == 0 || ahead >= self.size {
-            let head = self.head();
-            if head.wrapping_sub(self.tail) >= self.size {
-                return Err(Error::RingHeadOutOfRange {
-                    area: Data::NAME,
-                    head,
-                    tail: self.tail,
-                    size: self.size,
-                });
+        self.check_process()?;
+        let mut available = self.seen_head.wrapping_sub(self.tail);
+        if available == 0 {
+            self.publish();
+            available = self.load_head()?.wrapping_sub(self.tail);
+            if available == 0 {
+                return Ok(None);
             }
-            *seen_head = head;
-            head
-        } else {
-            *seen_head
-        };
-        let pos = self.tail;
-        let mut batch = Batch {
-            ring: self,
-            head,
-            pos,
-        };
-        match batch.next_record()? {
-            Some(record) => Ok(Some(f(record))),
-            None => Ok(None),
+        } else if self.tail.wrapping_sub(self.published) >= self.size / 4 {
+            self.publish();
         }
+        let pos = self.tail;
+        let len = self.record_len(pos, available)?;
+        Ok(Some((pos, len)))
     }
 
-    /// Consumes one record: calls `f` with its bytes, then moves the tail past it (also when `f` panics).
+    /// Consumes the next record and returns its bytes (header included); `None` when the ring is empty.
     ///
-    /// Loads the head and stores the tail once per call; for many records prefer [`batch`](Self::batch).
-    /// `Ok(None)` when the ring is empty.
+    /// The per-record form of a [`Batch`] for a consumer that keeps the ring between calls. The tail moves
+    /// past the record at once, but is *published* to the kernel lazily, never while a chunk is alive:
+    /// - when the records below the head loaded last are used up, before the head is loaded again (so also
+    ///   when a call finds the ring empty);
+    /// - when a quarter of the ring has been consumed since the last publication;
+    /// - on [`commit`](Self::commit), on any other consuming call, and when the ring is dropped.
     ///
     /// # Errors
     ///
-    /// As [`batch`](Self::batch) and [`Batch::next_record`].
+    /// [`Error::RingCorruptRecord`] for an impossible header (the tail stays before it; see
+    /// [`discard_pending`](Ring::discard_pending)), and as [`batch`](Ring::batch).
+    pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {
+        let Some((pos, len)) = self.take_record()? else {
+            return Ok(None);
+        };
+        self.tail = pos.wrapping_add(len);
+        Ok(Some(self.chunk(pos, len)))
+    }
+
+    /// Consumes one record: calls `f` with its bytes, then publishes the tail past it (also when `f`
+    /// panics). `Ok(None)` when the ring is empty.
+    ///
+    /// Loads the head only when the records below the head loaded last are used up (one shared-cache-line
+    /// load per burst of records, not per record); stores the tail once per call. For many records prefer
+    /// [`batch`](Ring::batch) or [`next_record`](Ring::next_record).
+    ///
+    /// # Errors
+    ///
+    /// As [`next_record`](Ring::next_record).
     pub fn next_with<R>(&mut self, f: impl FnOnce(Chunk<'_>) -> R) -> Result<Option<R>, Error> {
-        let mut batch = self.batch()?;
-        match batch.next_record()? {
-            Some(record) => Ok(Some(f(record))),
-            None => Ok(None),
+        let Some((pos, len)) = self.take_record()? else {
+            return Ok(None);
+        };
+        let advance = Advance {
+            ring: self,
+            end: pos.wrapping_add(len),
+        };
+        Ok(Some(f(advance.ring.chunk(pos, len))))
+    }
+}
+
+/// Consumes up to `end` and publishes it when dropped (also on unwind from the closure that read the bytes).
+struct Advance<'r> {
+    ring: &'r mut Ring<Data>,
+    end: u64,
+}
+
+impl Drop for Advance<'_> {
+    fn drop(&mut self) {
+        self.ring.tail = self.end;
+        self.ring.publish();
+    }
+}
+
+impl<A: Area> Drop for Ring<A> {
+    fn drop(&mut self) {
+        // Consumed is released: a ring that shares its mapping (an AUX ring keeps the data ring's mapping)
+        // must not keep the producer waiting for space it will never read.
+        if self.mode == RingMode::Normal {
+            self.publish();
         }
     }
 }
@@ -480,7 +626,8 @@ impl<A: Area> Batch<'_, A> {
 
     /// Publishes the tail now, keeping the batch open; chunks taken so far are given back to the producer.
     pub fn commit(&mut self) {
-        self.ring.publish_tail(self.pos);
+        self.ring.tail = self.pos;
+        self.ring.publish();
     }
 }
 
@@ -497,19 +644,7 @@ impl Batch<'_, Data> {
         if available == 0 {
             return Ok(None);
         }
-        let size = if available >= HEADER && self.pos & (HEADER - 1) == 0 {
-            self.ring.header_size(self.pos)
-        } else {
-            0
-        };
-        let len = u64::from(size);
-        if len < HEADER || len & (HEADER - 1) != 0 || len > available {
-            return Err(Error::RingCorruptRecord {
-                position: self.pos,
-                size,
-                available,
-            });
-        }
+        let len = self.ring.record_len(self.pos, available)?;
         let pos = self.pos;
         self.pos = pos.wrapping_add(len);
         Ok(Some(self.ring.chunk(pos, len)))
@@ -518,136 +653,6 @@ impl Batch<'_, Data> {
 
 impl<A: Area> Drop for Batch<'_, A> {
     fn drop(&mut self) {
-        self.ring.publish_tail(self.pos);
-    }
-}
-
-/// Records of a paused overwrite (`write_backward`) data ring, newest first; see
-/// [`Ring::backward_snapshot`].
-#[derive(Debug)]
-pub struct BackwardRecords<'r> {
-    ring: &'r Ring<Data>,
-    pos: u64,
-    /// Bytes still allowed from `pos` (at most one ring).
-    budget: u64,
-    /// Whether the budget is exact (everything written since the start fits): a record crossing it is corrupt.
-    exact: bool,
-    failed: bool,
-}
-
-impl Ring<Data> {
-    /// Reads a paused overwrite ring: the records written since the previous snapshot (or since the ring was
-    /// created), newest first, at most one ring's worth.
-    ///
-    /// The kernel writes an overwrite ring backwards: `data_head` decreases by each record's size and the
-    /// newest record starts at it. Walking forward from the head gives older and older records; the walk
-    /// stops at the previous snapshot's head, at a zero header (never-written memory), or before a record
-    /// that would go past one full ring (the oldest, partly overwritten one).
-    ///
-    /// Pause the ring first (`PERF_EVENT_IOC_PAUSE_OUTPUT`), or records may change under you.
-    /// Since Linux 4.7 (`write_backward`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RingMode`] on a normal ring. The iterator yields [`Error::RingCorruptRecord`] for an
-    /// impossible header, then ends.
-    pub fn backward_snapshot(&mut self) -> Result<BackwardRecords<'_>, Error> {
-        self.require(RingMode::Overwrite, "a backward snapshot")?;
-        let head = self.head();
-        let written = self.tail.wrapping_sub(head);
-        self.tail = head;
-        let exact = written <= self.size;
-        Ok(BackwardRecords {
-            ring: self,
-            pos: head,
-            budget: written.min(self.size),
-            exact,
-            failed: false,
-        })
-    }
-}
-
-impl<'r> Iterator for BackwardRecords<'r> {
-    type Item = Result<Chunk<'r>, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.budget < HEADER {
-            return None;
-        }
-        let ring: &'r Ring<Data> = self.ring;
-        let size = if self.pos & (HEADER - 1) == 0 {
-            ring.chunk(self.pos, HEADER).read_u16(6).unwrap_or(0)
-        } else {
-            0
-        };
-        let len = u64::from(size);
-        if size == 0 && self.pos & (HEADER - 1) == 0 {
-            return None; // never written
-        }
-        if len < HEADER || len & (HEADER - 1) != 0 || (self.exact && len > self.budget) {
-            self.failed = true;
-            return Some(Err(Error::RingCorruptRecord {
-                position: self.pos,
-                size,
-                available: self.budget,
-            }));
-        }
-        if len > self.budget {
-            return None; // the oldest record, partly overwritten by the newest
-        }
-        let pos = self.pos;
-        self.pos = pos.wrapping_add(len);
-        self.budget -= len;
-        Some(Ok(ring.chunk(pos, len)))
-    }
-}
-
-/// The bytes of an AUX area in overwrite (snapshot) mode; see [`Ring::aux_snapshot`].
-#[derive(Clone, Copy, Debug)]
-pub struct AuxSnapshot<'r> {
-    /// `aux_head` when the snapshot was taken.
-    pub head: u64,
-    /// The bytes, oldest first, ending at `head`: two slices when they cross the end of the area.
-    pub bytes: Chunk<'r>,
-}
-
-impl Ring<Aux> {
-    /// Reads an AUX area in snapshot (overwrite) mode: the bytes written since the previous snapshot (or
-    /// since the ring was created), at most one area and at most `max_len`, ending at `aux_head`.
-    ///
-    /// Disable the event (or pause the AUX output) first: the hardware keeps writing otherwise. Some PMUs
-    /// publish `aux_head` as an offset rather than a free-running count in this mode; then use
-    /// [`aux_snapshot_full`](Self::aux_snapshot_full) and the PMU's own way to find where its data starts.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RingMode`] on a normal AUX ring.
-    pub fn aux_snapshot(&mut self, max_len: Option<u64>) -> Result<AuxSnapshot<'_>, Error> {
-        self.require(RingMode::Overwrite, "an AUX snapshot")?;
-        let head = self.head();
-        let len = head
-            .wrapping_sub(self.tail)
-            .min(self.size)
-            .min(max_len.unwrap_or(u64::MAX));
-        self.tail = head;
-        Ok(AuxSnapshot {
-            head,
-            bytes: self.chunk(head.wrapping_sub(len), len),
-        })
-    }
-
-    /// The whole AUX area, oldest first if it has wrapped: the `size` bytes ending at `aux_head`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RingMode`] on a normal AUX ring.
-    pub fn aux_snapshot_full(&mut self) -> Result<AuxSnapshot<'_>, Error> {
-        self.require(RingMode::Overwrite, "an AUX snapshot")?;
-        let head = self.head();
-        self.tail = head;
-        Ok(AuxSnapshot {
-            head,
-            bytes: self.chunk(head.wrapping_sub(self.size), self.size),
-        })
+        self.commit();
     }
 }

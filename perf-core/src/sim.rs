@@ -10,15 +10,19 @@
 //!   accounting: a record that does not fit is counted, and the next one that fits is preceded by a
 //!   `PERF_RECORD_LOST { id, lost, sample_id }` for which room is reserved together with it;
 //! - backward (overwrite) data rings: the head decreases by each record's size, the record is written at the
-//!   new head, the tail is ignored, nothing is lost;
+//!   new head, the tail is ignored, nothing is lost (but while paused);
+//! - `PERF_EVENT_IOC_PAUSE_OUTPUT` ([`SimControl::pause`]): a write that *begins* while the output is paused
+//!   is dropped and counted as lost; a write already in progress ([`SimKernel::begin_backward`]) completes,
+//!   and rings wait for it as they wait for the kernel's (an RCU grace period);
 //! - AUX areas: in normal mode writes up to the space `aux_tail` leaves and advances `aux_head`; in overwrite
 //!   (snapshot) mode writes over old bytes. Each write with bytes is announced by a `PERF_RECORD_AUX
 //!   { aux_offset, aux_size, flags }` in the data ring (normal data rings only);
 //! - the mmap page's counter fields, updated under the `lock` sequence count ([`SimKernel::update_page`]).
 //!
-//! Writes that ignore the tail (overwrite rings) and deliberate corruption take `&mut` of the consumer ring,
-//! which proves no chunk of it is being read: the simulation is safe to use from safe code, also with the
-//! producer and consumer on two threads.
+//! Writes that ignore the tail (overwrite rings) use atomic word stores, as the consumer copies those areas
+//! with atomic word loads; deliberate corruption takes `&mut` of the consumer ring, which proves no chunk of it
+//! is being read. The simulation is safe to use from safe code, also with the producer and consumer on two
+//! threads.
 //!
 //! ```
 //! use perf_core::sim::{Sim, SimConfig, SimOutput};
@@ -38,15 +42,17 @@
 //! The region is one zeroed heap allocation for the page and data area (and one for the AUX area), freed when
 //! the last handle drops. All pointers into it derive from the allocation's raw pointer. Head and tail fields
 //! and the page's counter fields are accessed through atomics only; area bytes are written by the producer
-//! with raw copies, only where the protocol lets it write: in normal mode outside `[tail, head)` (the producer
-//! checks the space, and refuses to write at all when the positions are inconsistent), and otherwise only
-//! while it holds `&mut` of the ring, so no chunk is alive.
+//! with raw copies only where the protocol lets it write: in normal mode outside `[tail, head)` (the producer
+//! checks the space, and refuses to write at all when the positions are inconsistent), or while it holds
+//! `&mut` of the ring, so no chunk is alive. Overwrite areas are written with aligned atomic `u64` stores
+//! only, and read by the consumer with atomic `u64` loads only (never borrowed).
 
 use std::alloc::{self, Layout};
 use std::mem::{offset_of, size_of};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use perf_sys::{
     perf_event_mmap_page, PERF_AUX_FLAG_OVERWRITE, PERF_AUX_FLAG_TRUNCATED, PERF_RECORD_AUX,
@@ -54,7 +60,7 @@ use perf_sys::{
 };
 
 use crate::page::PageSnapshot;
-use crate::ring::{Area, Aux, Data, Owner, Ring, RingMode};
+use crate::ring::{Area, Aux, Data, Owner, Producer, Ring, RingMode};
 use crate::Error;
 
 /// Size of the simulated mmap page (and so `data_offset`).
@@ -133,6 +139,7 @@ struct Region {
     main: Block,
     data_size: u64,
     aux: Option<(Block, u64)>,
+    shared: Arc<SimShared>,
 }
 
 // SAFETY: the region is plain heap memory. Concurrent access follows the ring protocol: head, tail and page
@@ -196,6 +203,105 @@ impl Region {
     }
 }
 
+impl Region {
+    /// Stores `bytes` at free-running position `pos` of an overwrite area of `size` bytes at `base` with
+    /// aligned atomic `u64` stores (read-modify-write at unaligned ends; the producer is the only writer).
+    fn store_atomic(base: NonNull<u8>, size: u64, pos: u64, bytes: &[u8]) {
+        let mut pos = pos;
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let off = pos & (size - 1);
+            let word = off & !7;
+            let skip = (off - word) as usize;
+            let n = (8 - skip).min(bytes.len() - done);
+            // SAFETY: `word < size` and 8-aligned in an 8-aligned area of `size` bytes inside the region,
+            // accessed only atomically by producer and consumer alike (module Safety section).
+            let cell = unsafe { AtomicU64::from_ptr(base.as_ptr().add(word as usize).cast()) };
+            let mut value = cell.load(Ordering::Relaxed).to_ne_bytes();
+            value[skip..skip + n].copy_from_slice(&bytes[done..done + n]);
+            cell.store(u64::from_ne_bytes(value), Ordering::Relaxed);
+            done += n;
+            pos = pos.wrapping_add(n as u64);
+        }
+    }
+}
+
+/// The simulated event's controls and writes in progress, shared by the producer, its rings and
+/// [`SimControl`] handles.
+#[derive(Debug, Default)]
+pub struct SimShared {
+    paused: AtomicBool,
+    disabled: AtomicBool,
+    in_flight: AtomicU32,
+    pause_lost: AtomicU64,
+}
+
+impl SimShared {
+    /// Waits until no write is in progress (what an RCU grace period gives for the kernel's writes).
+    pub(crate) fn wait_idle(&self, limit: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        while self.in_flight.load(Ordering::SeqCst) != 0 {
+            if start.elapsed() > limit {
+                return Err(Error::Sim(
+                    "a simulated write in progress did not finish in time",
+                ));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    /// Enters a write: `false` (counted as lost) when the output is paused. Pairs with `SimControl::pause`:
+    /// either the writer sees the pause, or the pauser sees the write in progress and waits for it.
+    fn enter(&self) -> bool {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if self.paused.load(Ordering::SeqCst) {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.pause_lost.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn leave(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The ioctls of a simulated event: pause the output (`PERF_EVENT_IOC_PAUSE_OUTPUT`) and disable it
+/// (`PERF_EVENT_IOC_DISABLE`, which stops AUX writes). Cheap to clone; usable from any thread.
+#[derive(Clone, Debug)]
+pub struct SimControl {
+    shared: Arc<SimShared>,
+}
+
+impl SimControl {
+    /// Pauses (`true`) or resumes the output. Writes that begin while paused are lost.
+    pub fn pause(&self, pause: bool) {
+        self.shared.paused.store(pause, Ordering::SeqCst);
+    }
+
+    /// Whether the output is paused.
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::SeqCst)
+    }
+
+    /// Enables (`true`) or disables the event; a disabled event's AUX writes do nothing.
+    pub fn enable(&self, enable: bool) {
+        self.shared.disabled.store(!enable, Ordering::SeqCst);
+    }
+
+    /// Whether the event is enabled.
+    pub fn is_enabled(&self) -> bool {
+        !self.shared.disabled.load(Ordering::SeqCst)
+    }
+
+    /// Writes dropped because they began while the output was paused.
+    pub fn lost_while_paused(&self) -> u64 {
+        self.shared.pause_lost.load(Ordering::Relaxed)
+    }
+}
+
 /// A simulated region, split into the producer and the consumer rings.
 #[derive(Debug)]
 pub struct Sim {
@@ -205,6 +311,8 @@ pub struct Sim {
     pub ring: Ring<Data>,
     /// The consumer of the AUX area, when the config asked for one.
     pub aux: Option<Ring<Aux>>,
+    /// The event's controls (pause, enable).
+    pub control: SimControl,
 }
 
 impl Sim {
@@ -242,10 +350,12 @@ impl Sim {
         } else {
             None
         };
+        let shared = Arc::new(SimShared::default());
         let region = Arc::new(Region {
             main,
             data_size: config.data_size,
             aux,
+            shared: Arc::clone(&shared),
         });
         region
             .u64_field(offset_of!(perf_event_mmap_page, data_offset))
@@ -272,24 +382,28 @@ impl Sim {
         // SAFETY: the page and data area are in `region`, kept alive by `owner`, writable, page aligned; the
         // producer below follows the protocol (module Safety section); this is the region's only data ring.
         let ring = unsafe {
-            Ring::from_raw_parts(
+            Ring::with_producer(
                 region.page(),
                 region.data(),
                 config.data_size,
                 config.data_mode,
                 Some(owner.clone()),
+                Producer::Sim(Arc::clone(&shared)),
+                None,
             )?
         };
         let aux_ring = match &region.aux {
             Some((block, size)) => {
                 // SAFETY: as above, for the AUX block of `size` bytes; the region's only AUX ring.
                 Some(unsafe {
-                    Ring::from_raw_parts(
+                    Ring::with_producer(
                         region.page(),
                         block.ptr,
                         *size,
                         config.aux_mode,
                         Some(owner),
+                        Producer::Sim(Arc::clone(&shared)),
+                        None,
                     )?
                 })
             }
@@ -309,6 +423,7 @@ impl Sim {
             },
             ring,
             aux: aux_ring,
+            control: SimControl { shared },
         })
     }
 }
@@ -369,6 +484,13 @@ impl SimKernel {
             .u64_field(offset_of!(perf_event_mmap_page, data_tail))
     }
 
+    /// The event's controls (pause, enable), as [`Sim::control`].
+    pub fn control(&self) -> SimControl {
+        SimControl {
+            shared: Arc::clone(&self.region.shared),
+        }
+    }
+
     /// The data head as the producer has it.
     pub fn head(&self) -> u64 {
         self.head
@@ -426,12 +548,25 @@ impl SimKernel {
     pub fn output(&mut self, ty: u32, misc: u16, body: &[u8]) -> Result<SimOutput, Error> {
         self.require(RingMode::Normal, "output() needs a normal data ring")?;
         let record = encode(ty, misc, body)?;
+        if !self.region.shared.enter() {
+            self.lost += 1;
+            self.lost_total += 1;
+            return Ok(SimOutput::Lost);
+        }
+        let out = self.output_entered(&record);
+        self.region.shared.leave();
+        Ok(out)
+    }
+
+    /// The body of [`output`](Self::output) once the write has begun (not paused).
+    fn output_entered(&mut self, record: &[u8]) -> SimOutput {
         let lost_record = if self.lost > 0 {
             let mut b = Vec::with_capacity(16 + self.config.sample_id.len());
             b.extend_from_slice(&self.config.lost_id.to_ne_bytes());
             b.extend_from_slice(&self.lost.to_ne_bytes());
             b.extend_from_slice(&self.config.sample_id);
-            Some(encode(PERF_RECORD_LOST, 0, &b)?)
+            // A LOST body is 16 bytes plus a trailer of at most 1 KiB (checked by `Sim::new`): it encodes.
+            encode(PERF_RECORD_LOST, 0, &b).ok()
         } else {
             None
         };
@@ -448,7 +583,7 @@ impl SimKernel {
         if space < need {
             self.lost += 1;
             self.lost_total += 1;
-            return Ok(SimOutput::Lost);
+            return SimOutput::Lost;
         }
         let lost_first = lost_record.is_some();
         let mut pos = self.head;
@@ -461,48 +596,67 @@ impl SimKernel {
         }
         let position = pos;
         // SAFETY: as above.
-        unsafe { Region::copy_in(self.region.data(), size, pos, &record) };
+        unsafe { Region::copy_in(self.region.data(), size, pos, record) };
         self.head = pos.wrapping_add(record.len() as u64);
         // (B): bytes before head; Release pairs with the consumer's Acquire load.
         self.data_head().store(self.head, Ordering::Release);
-        Ok(SimOutput::Written {
+        SimOutput::Written {
             position,
             lost_first,
-        })
+        }
     }
 
     /// Writes a record into an overwrite (`write_backward`) data ring: the head moves down by the record's
-    /// size and the record is written at the new head, over whatever was there.
-    ///
-    /// `ring` is this region's data ring; borrowing it mutably shows nobody is reading it (as pausing the
-    /// real ring does).
+    /// size and the record is written at the new head, over whatever was there (with atomic word stores, so
+    /// a consumer may copy the ring at the same time). Dropped as lost while the output is paused.
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] for a normal data ring, another region's ring, or a record over 64 KiB or larger than
-    /// the ring.
-    pub fn output_backward(
+    /// [`Error::Sim`] for a normal data ring, or a record over 64 KiB or larger than the ring.
+    pub fn output_backward(&mut self, ty: u32, misc: u16, body: &[u8]) -> Result<SimOutput, Error> {
+        match self.begin_backward(ty, misc, body)? {
+            Some(write) => Ok(write.publish()),
+            None => Ok(SimOutput::Lost),
+        }
+    }
+
+    /// Begins a write into an overwrite data ring and leaves it in progress: the space is reserved below
+    /// the head and the first half of the record is written, but the head is not published until
+    /// [`SimWrite::publish`]. `None` (counted as lost) when the output is paused.
+    ///
+    /// This is the kernel's window between `perf_output_begin` (which checks the pause flag) and
+    /// `perf_output_end` (which publishes the head): a write in it completes even if the output is paused
+    /// meanwhile, and a consumer must wait for it (rings do: see `Ring::copy_backward`).
+    ///
+    /// # Errors
+    ///
+    /// As [`output_backward`](Self::output_backward).
+    pub fn begin_backward(
         &mut self,
-        ring: &mut Ring<Data>,
         ty: u32,
         misc: u16,
         body: &[u8],
-    ) -> Result<u64, Error> {
+    ) -> Result<Option<SimWrite<'_>>, Error> {
         self.require(
             RingMode::Overwrite,
             "output_backward() needs an overwrite data ring",
         )?;
-        self.check_ring(ring, self.region.data())?;
         let record = encode(ty, misc, body)?;
         let size = self.region.data_size;
         if record.len() as u64 > size {
             return Err(Error::Sim("record larger than the ring"));
         }
+        if !self.region.shared.enter() {
+            return Ok(None);
+        }
         self.head = self.head.wrapping_sub(record.len() as u64);
-        // SAFETY: `ring` is mutably borrowed, so no chunk of the data area is alive.
-        unsafe { Region::copy_in(self.region.data(), size, self.head, &record) };
-        self.data_head().store(self.head, Ordering::Release);
-        Ok(self.head)
+        let half = (record.len() / 16) * 8;
+        Region::store_atomic(self.region.data(), size, self.head, &record[..half]);
+        Ok(Some(SimWrite {
+            kernel: self,
+            record,
+            half,
+        }))
     }
 
     /// Writes `bytes` into a normal AUX area as a PMU would, up to the space `aux_tail` leaves, then announces
@@ -532,30 +686,37 @@ impl SimKernel {
         self.finish_aux(offset, n, flags)
     }
 
-    /// Writes `bytes` into an overwrite (snapshot) AUX area, over the oldest bytes, and advances `aux_head`
-    /// by their length; a `PERF_RECORD_AUX` with flag `OVERWRITE` follows.
+    /// Writes `bytes` into an overwrite (snapshot) AUX area, over the oldest bytes (with atomic word stores),
+    /// and advances `aux_head` by their length; a `PERF_RECORD_AUX` with flag `OVERWRITE` follows. A
+    /// disabled event ([`SimControl::enable`]) writes nothing.
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] when the region has no overwrite AUX area, or `ring` is not its AUX ring.
-    pub fn aux_output_overwrite(
-        &mut self,
-        ring: &mut Ring<Aux>,
-        bytes: &[u8],
-    ) -> Result<SimAuxOutput, Error> {
+    /// [`Error::Sim`] when the region has no overwrite AUX area.
+    pub fn aux_output_overwrite(&mut self, bytes: &[u8]) -> Result<SimAuxOutput, Error> {
         let (base, size) = self.aux_area(RingMode::Overwrite)?;
-        self.check_ring(ring, base)?;
+        let shared = Arc::clone(&self.region.shared);
+        if shared.disabled.load(Ordering::SeqCst) {
+            return Ok(SimAuxOutput {
+                offset: self.aux_head,
+                written: 0,
+                flags: 0,
+                record: None,
+            });
+        }
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let offset = self.aux_head;
         // Only the last `size` bytes survive.
         let skip = bytes.len().saturating_sub(size as usize);
-        // SAFETY: `ring` is mutably borrowed, so no chunk of the AUX area is alive.
-        unsafe { Region::copy_in(base, size, offset.wrapping_add(skip as u64), &bytes[skip..]) };
+        Region::store_atomic(base, size, offset.wrapping_add(skip as u64), &bytes[skip..]);
         self.aux_head = offset.wrapping_add(bytes.len() as u64);
-        self.finish_aux(
+        let out = self.finish_aux(
             offset,
             bytes.len() as u64,
             u64::from(PERF_AUX_FLAG_OVERWRITE),
-        )
+        );
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        out
     }
 
     fn aux_area(&self, mode: RingMode) -> Result<(NonNull<u8>, u64), Error> {
@@ -667,8 +828,36 @@ impl SimKernel {
         self.head = head;
         self.data_head().store(head, Ordering::Release);
         self.data_tail().store(tail, Ordering::Release);
-        ring.reset_tail(tail);
+        ring.reset_positions(tail);
         Ok(())
+    }
+}
+
+/// A write into an overwrite ring in progress; see [`SimKernel::begin_backward`].
+#[derive(Debug)]
+pub struct SimWrite<'k> {
+    kernel: &'k mut SimKernel,
+    record: Vec<u8>,
+    half: usize,
+}
+
+impl SimWrite<'_> {
+    /// Writes the rest of the record and publishes the head (`perf_output_end`).
+    pub fn publish(self) -> SimOutput {
+        let k = &mut *self.kernel;
+        let size = k.region.data_size;
+        Region::store_atomic(
+            k.region.data(),
+            size,
+            k.head.wrapping_add(self.half as u64),
+            &self.record[self.half..],
+        );
+        k.data_head().store(k.head, Ordering::Release);
+        k.region.shared.leave();
+        SimOutput::Written {
+            position: k.head,
+            lost_first: false,
+        }
     }
 }
 

@@ -686,7 +686,7 @@ fn perf_opens_a_file_of_samples_the_kernel_took_of_the_busy_loop() {
     };
     let id = perf_sys::ioctl::id(fd.as_fd()).unwrap();
     let event = event.with_ids([id]);
-    let mut ring = Ring::map(fd.as_fd(), 128, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 128, RingMode::Normal).unwrap();
 
     let dir = TempDir::new("kernel");
     let path = dir.path("perf.data");

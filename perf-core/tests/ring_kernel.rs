@@ -73,7 +73,7 @@ fn page_fault_samples_come_through_the_ring() {
     let Some(fd) = open(&page_fault_attr()) else {
         return;
     };
-    let mut ring = Ring::map(fd.as_fd(), 16, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 16, RingMode::Normal).unwrap();
     assert_eq!(ring.size(), 16 * perf_core::page_size());
     assert_eq!(ring.page().data_size(), ring.size());
     let tid = {
@@ -124,7 +124,7 @@ fn a_small_ring_wraps_and_loses_and_says_so() {
         return;
     };
     // One data page, 24-byte samples: 170 fit; touch 2000 pages without reading.
-    let mut ring = Ring::map(fd.as_fd(), 1, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 1, RingMode::Normal).unwrap();
     let mut samples = 0u64;
     let mut lost = 0u64;
     // The last round touches one page into a drained ring: its write carries the last LOST record.
@@ -166,14 +166,20 @@ fn an_overwrite_ring_reads_newest_first_on_the_kernel() {
     let Some(fd) = open(&attr) else {
         return;
     };
-    let mut ring = Ring::map(fd.as_fd(), 2, RingMode::Overwrite).unwrap();
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 2, RingMode::Overwrite).unwrap();
     assert!(matches!(ring.batch(), Err(Error::RingMode { .. })));
     perf_sys::ioctl::enable(fd.as_fd()).unwrap();
     touch_pages(2000); // 2000 × 24 bytes: wraps the 8 KiB ring several times
     perf_sys::ioctl::pause_output(fd.as_fd(), true).unwrap();
-    let times: Vec<u64> = ring
-        .backward_snapshot()
-        .unwrap()
+    let mut copy = perf_core::BackwardCopy::new();
+    ring.copy_backward(&mut copy).unwrap();
+    assert_eq!(
+        copy.late_bytes(),
+        0,
+        "paused and quiesced: nothing published during the copy"
+    );
+    let times: Vec<u64> = copy
+        .records()
         .map(|r| r.unwrap())
         .filter(|r| r.read_u32(0) == Some(SAMPLE))
         .map(|r| r.read_u64(16).unwrap())
@@ -225,36 +231,28 @@ fn mapping_errors_say_what_to_change() {
         return;
     };
     assert!(matches!(
-        Ring::map(fd.as_fd(), 3, RingMode::Normal),
+        Ring::map_exclusive(fd.as_fd(), 3, RingMode::Normal),
         Err(Error::BadRingSize { size: 3, .. })
     ));
     assert!(matches!(
-        Ring::map(fd.as_fd(), 0, RingMode::Normal),
+        Ring::map_exclusive(fd.as_fd(), 0, RingMode::Normal),
         Err(Error::BadRingSize { size: 0, .. })
     ));
     assert!(matches!(
-        Ring::map(fd.as_fd(), 1 << 62, RingMode::Normal),
+        Ring::map_exclusive(fd.as_fd(), 1 << 62, RingMode::Normal),
         Err(Error::SizeOverflow { .. })
     ));
-    // A second event redirected into the first one's ring cannot be mapped itself.
-    let mut ring = Ring::map(fd.as_fd(), 1, RingMode::Normal).unwrap();
-    let Some(other) = open(&page_fault_attr()) else {
-        return;
-    };
-    perf_sys::ioctl::set_output(other.as_fd(), Some(fd.as_fd())).unwrap();
-    let err = Ring::map(other.as_fd(), 1, RingMode::Normal).unwrap_err();
-    println!("mapping a redirected fd: {err}");
-    // Linux 6.x answers EBUSY (older kernels answered EINVAL).
-    assert!(matches!(err, Error::MapBusy { .. }), "{err:?}");
-    assert!(err.to_string().contains("SET_OUTPUT"));
-    // The same fd mapped again with another size: EINVAL, explained.
-    let err = Ring::map(fd.as_fd(), 2, RingMode::Normal).unwrap_err();
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 1, RingMode::Normal).unwrap();
+    // The same fd mapped again with another size: EINVAL, explained. (No second consumer results: the
+    // kernel refuses the mapping.)
+    // SAFETY: the kernel refuses a second mapping of another size (asserted), so no second ring exists.
+    let err = unsafe { Ring::map(fd.as_fd(), 2, RingMode::Normal) }.unwrap_err();
     assert!(
         matches!(&err, Error::Map { source, .. } if source.raw_os_error() == Some(libc::EINVAL))
     );
     assert!(err.to_string().contains("another size"));
     // No AUX area on a software event: the offset is written into the page, the kernel refuses the mapping.
-    let err = ring.map_aux(fd.as_fd(), 1, RingMode::Normal).unwrap_err();
+    let err = ring.map_aux_exclusive(1, RingMode::Normal).unwrap_err();
     println!("AUX on a software event: {err}");
     assert!(matches!(err, Error::Map { area: "aux", .. }), "{err:?}");
     assert!(err.to_string().contains("no AUX area"), "{err}");
@@ -264,7 +262,102 @@ fn mapping_errors_say_what_to_change() {
     );
     assert_eq!(ring.page().aux_size(), perf_core::page_size());
     assert!(matches!(
-        ring.map_aux(fd.as_fd(), 3, RingMode::Normal),
+        ring.map_aux_exclusive(3, RingMode::Normal),
         Err(Error::BadRingSize { area: "aux", .. })
     ));
+}
+
+/// Writes `n` page-fault samples into `fd`'s ring (which must be enabled).
+fn faults(fd: &OwnedFd, n: usize) {
+    perf_sys::ioctl::enable(fd.as_fd()).unwrap();
+    touch_pages(n);
+    perf_sys::ioctl::disable(fd.as_fd()).unwrap();
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_second_consumer_of_a_mapped_event_is_refused() {
+    let Some(fd) = open(&page_fault_attr()) else {
+        return;
+    };
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+    // The kernel would attach a second mapping of the same event to this ring: the same fd, a duplicate,
+    // the same size: every one is refused.
+    let dup = fd.try_clone().unwrap();
+    for f in [fd.as_fd(), dup.as_fd()] {
+        let err = Ring::map_exclusive(f, 4, RingMode::Normal).unwrap_err();
+        assert!(matches!(err, Error::AlreadyMapped { .. }), "{err:?}");
+        println!("second consumer: {err}");
+    }
+    // The first ring still reads every record.
+    faults(&fd, 10);
+    let mut samples = 0;
+    while let Some(r) = ring.next_record().unwrap() {
+        samples += usize::from(r.read_u32(0) == Some(SAMPLE));
+    }
+    assert!(samples >= 10, "{samples}");
+    // Once the ring is gone, the event can be mapped again.
+    drop(ring);
+    Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn map_exclusive_detaches_a_redirection_and_maps_the_events_own_ring() {
+    let (Some(a), Some(b)) = (open(&page_fault_attr()), open(&page_fault_attr())) else {
+        return;
+    };
+    let mut ring_a = Ring::map_exclusive(a.as_fd(), 2, RingMode::Normal).unwrap();
+    perf_sys::ioctl::set_output(b.as_fd(), Some(a.as_fd())).unwrap();
+    // Old kernels would map a's ring for b (a second consumer of it): map_exclusive detaches b first.
+    let mut ring_b = Ring::map_exclusive(b.as_fd(), 2, RingMode::Normal).unwrap();
+    faults(&b, 5);
+    let count = |ring: &mut Ring<perf_core::Data>| {
+        let mut n = 0;
+        while let Some(r) = ring.next_record().unwrap() {
+            n += usize::from(r.read_u32(0) == Some(SAMPLE));
+        }
+        n
+    };
+    assert!(count(&mut ring_b) >= 5, "b writes into its own ring");
+    assert_eq!(count(&mut ring_a), 0, "nothing of b's reaches a's ring");
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_fork_child_gets_placeholders_not_the_parents_ring() {
+    let Some(fd) = open(&page_fault_attr()) else {
+        return;
+    };
+    let mut ring = Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+    let page = ring.mapped_page().unwrap();
+    faults(&fd, 10);
+    // SAFETY: the child only runs the code below (no locks another thread could hold are taken: the ring's
+    // calls are lock-free, the fork handlers use their own lock) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // The kernel did not copy the mapping (VM_DONTCOPY): reading it would fault. perf-core mapped zeroed
+        // placeholders over it and refuses to read.
+        let refused = matches!(ring.batch(), Err(Error::ForkedChild { .. }))
+            && matches!(ring.next_record(), Err(Error::ForkedChild { .. }));
+        let zeroed =
+            ring.page().data_size() == 0 && page.page().snapshot().is_ok_and(|s| s.lock == 0);
+        drop(ring);
+        drop(page);
+        // SAFETY: ends the child at once, without running the parent's atexit handlers or destructors.
+        unsafe { libc::_exit(if refused && zeroed { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child made above; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status), "child died: status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child saw the parent's ring");
+    // The parent's ring is untouched.
+    let mut samples = 0;
+    while let Some(r) = ring.next_record().unwrap() {
+        samples += usize::from(r.read_u32(0) == Some(SAMPLE));
+    }
+    assert!(samples >= 10, "{samples}");
+    assert_ne!(page.page().data_size(), 0);
 }

@@ -163,6 +163,15 @@ pub enum Error {
          before making another"
     )]
     SamplerExists,
+    /// Another reader holds the sampler's ring (an iterator that is finding records, or the one
+    /// whose closure is running): a ring has one reader at a time. Not an end: try again later,
+    /// or read through the holder.
+    #[error(
+        "another reader of this sampler holds its ring (an iterator still finding records, or the \
+         CowIter whose closure is running); a ring has one reader at a time: read through that one, or \
+         try again once it has drained the ring or been dropped"
+    )]
+    RingBusy,
     /// A sampling operation that does not fit the sampler or counter, with what to do instead.
     #[error("{0}")]
     Sampling(String),

@@ -140,21 +140,34 @@ fn bad_input_matrix() {
         let c = Counter::new(Software::Dummy, ME, sampling()).unwrap();
         expect(
             c.sampler(40),
-            |e| matches!(e, Error::Ring(_)),
-            &["data", "power of two"],
+            |e| matches!(e, Error::Sampling(_)),
+            &["sampler(40)", "2^18 pages"],
         )
     });
-    m.case("ring of 2^30 pages (beyond any mlock budget)", || {
-        let c = Counter::new(Software::Dummy, ME, sampling()).unwrap();
-        expect(
-            c.sampler(30),
-            |e| matches!(e, Error::Ring(_)),
-            &["perf_event_mlock_kb"],
-        )
-    });
+    m.case(
+        "ring of 2^19 pages (past the kernel's largest ring)",
+        || {
+            let c = Counter::new(Software::Dummy, ME, sampling()).unwrap();
+            // As root the kernel's page-list limit refuses it (ENOMEM); without CAP_IPC_LOCK the
+            // locked-memory budget does first (EPERM). Either way the message says what to change.
+            expect(
+                c.sampler(19),
+                |e| {
+                    matches!(
+                        e,
+                        Error::Ring(
+                            perf_core::Error::MapTooLarge { .. }
+                                | perf_core::Error::MapMemory { .. }
+                        )
+                    )
+                },
+                &["ewer pages"],
+            )
+        },
+    );
     m.case("non-power-of-two ring (3 data pages, perf-core)", || {
         let c = Counter::new(Software::Dummy, ME, sampling()).unwrap();
-        match perf_core::Ring::map(c.fd(), 3, perf_core::RingMode::Normal) {
+        match perf_core::Ring::map_exclusive(c.fd(), 3, perf_core::RingMode::Normal) {
             Ok(_) => Outcome::Succeeded,
             Err(e) => {
                 let msg = e.to_string();
@@ -259,11 +272,11 @@ fn bad_input_matrix() {
         let c = Counter::new(Software::CpuClock, ME, &o).unwrap();
         let s = c.sampler(0).unwrap();
         let r = s.set_frequency(max_sample_rate() * 10);
-        match r {
-            // The kernel accepts it at run time (see env-capabilities); nothing to diagnose.
-            Ok(()) => Skipped("the PERIOD ioctl accepts a frequency above the maximum".into()),
-            Err(e) => Failed(e, true, &["PERIOD"]),
-        }
+        expect(
+            r,
+            |e| matches!(e, Error::Sampling(_)),
+            &["perf_event_max_sample_rate"],
+        )
     });
 
     // --- Targets ---

@@ -298,8 +298,9 @@ fn second_sampler_is_refused_and_allowed_after_drop() {
         "perf_event_paranoid {} > 2",
         paranoid()
     );
-    let counter =
-        Counter::new(Software::Dummy, (Proc::CURRENT, Cpu::ALL), Opts::default()).unwrap();
+    let mut opts = Opts::default();
+    opts.sample_on = SampleOn::Count(1);
+    let counter = Counter::new(Software::Dummy, (Proc::CURRENT, Cpu::ALL), opts).unwrap();
     let first = counter.sampler(1).unwrap();
     assert!(matches!(counter.sampler(1), Err(Error::SamplerExists)));
     drop(first);

@@ -97,14 +97,17 @@ fn overwrite_ring(size: u64, head: u64, tail: u64, contents: &[u8]) {
     kernel.corrupt(&mut ring, 0, contents).unwrap();
     kernel.set_positions(&mut ring, head, tail).unwrap();
     let mut covered = 0u64;
-    for rec in ring.backward_snapshot().unwrap() {
+    let mut copy = perf_core::BackwardCopy::new();
+    ring.copy_backward(&mut copy).unwrap();
+    for rec in copy.records() {
         let Ok(rec) = rec else { break };
         assert!(rec.len() >= 8 && rec.len() & 7 == 0);
         covered += rec.len() as u64;
     }
     assert!(covered <= size);
-    // A second snapshot right after sees nothing new.
-    assert_eq!(ring.backward_snapshot().unwrap().count(), 0);
+    // A second copy right after sees nothing new.
+    ring.copy_backward(&mut copy).unwrap();
+    assert_eq!(copy.records().count(), 0);
 }
 
 fn aux(size: u64, ops: &[u8]) {
@@ -120,8 +123,10 @@ fn aux(size: u64, ops: &[u8]) {
         mut kernel,
         mut ring,
         aux,
+        ..
     } = Sim::new(config).unwrap();
     let mut aux = aux.unwrap();
+    let mut snap = Vec::new();
     let mut stream = Vec::new();
     let mut got = Vec::new();
     let mut snap_bytes = 0u64;
@@ -130,19 +135,19 @@ fn aux(size: u64, ops: &[u8]) {
         let bytes: Vec<u8> = (0..len).map(|j| (i + j) as u8).collect();
         if op & 1 == 0 {
             if overwrite {
-                kernel.aux_output_overwrite(&mut aux, &bytes).unwrap();
+                kernel.aux_output_overwrite(&bytes).unwrap();
                 stream.extend_from_slice(&bytes);
             } else {
                 let out = kernel.aux_output(&bytes).unwrap();
                 stream.extend_from_slice(&bytes[..out.written as usize]);
             }
         } else if overwrite {
-            let snap = aux.aux_snapshot(Some(u64::from(*op))).unwrap();
-            assert!(snap.bytes.len() as u64 <= size.min(u64::from(*op)));
+            aux.copy_aux_snapshot(Some(u64::from(*op)), &mut snap).unwrap();
+            assert!(snap.len() as u64 <= size.min(u64::from(*op)));
             let end = stream.len();
-            let start = end - snap.bytes.len();
-            assert_eq!(snap.bytes.to_vec(), stream[start..end]);
-            snap_bytes += snap.bytes.len() as u64;
+            let start = end - snap.len();
+            assert_eq!(snap, stream[start..end]);
+            snap_bytes += snap.len() as u64;
         } else {
             let mut batch = aux.batch().unwrap();
             while let Some(c) = batch.next_chunk(Some(u64::from(op >> 1) + 1)) {

@@ -51,8 +51,9 @@ pub struct Counter {
     event: Event,
     target: Target,
     read_size: usize,
-    /// Set while a [`Sampler`](crate::sample::Sampler) maps this counter's ring (one consumer).
-    pub(crate) sampler_claim: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether a [`Sampler`](crate::sample::Sampler) maps this counter's ring (one consumer), and the
+    /// counted pause shared with it.
+    pub(crate) output: std::sync::Arc<crate::sample::Output>,
     /// Set while `PERF_EVENT_IOC_SET_OUTPUT` sends this counter's records into another ring: its own
     /// mapping would be a second consumer of that ring (kernels before 6.16 or so allow it).
     pub(crate) redirected: std::sync::atomic::AtomicBool,
@@ -144,7 +145,7 @@ impl Counter {
             event,
             target,
             read_size,
-            sampler_claim: Default::default(),
+            output: Default::default(),
             redirected: Default::default(),
         })
     }
@@ -415,8 +416,14 @@ impl Counter {
     /// [`Error::Io`] if the ioctl fails (`EINVAL` without a buffer).
     #[doc(alias = "PERF_EVENT_IOC_PAUSE_OUTPUT")]
     pub fn pause_output(&self, pause: bool) -> Result<()> {
-        sys::ioctl::pause_output(self.fd(), pause)
-            .map_err(|e| self.ioctl_error("PERF_EVENT_IOC_PAUSE_OUTPUT", e))
+        // Shared with the sampler's counted pause: a resume while `Sampler::newest` copies the ring
+        // takes effect when the copy ends.
+        self.output
+            .set_user_pause(&crate::sample::Control::Kernel, self.fd(), pause)
+            .map_err(|e| match e {
+                Error::Io { source, .. } => self.ioctl_error("PERF_EVENT_IOC_PAUSE_OUTPUT", source),
+                e => e,
+            })
     }
 
     /// Sends this counter's records into `target`'s ring buffer, or detaches with `None`

@@ -2,6 +2,7 @@
 //! (the zero-copy closure form), woken by the kernel through one shared reactor thread
 //! (`reactor.rs`). The user-facing explanation is on [`AsyncIter`].
 
+use std::cell::Cell;
 use std::future::poll_fn;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -11,9 +12,9 @@ use std::time::Duration;
 
 use futures_core::Stream;
 
-use super::reactor::Registration;
+use super::reactor::Waiter;
 use super::record::{Parser, Priv, Record};
-use super::{CowChunk, CowIter, Iter};
+use super::{CowChunk, CowIter, Iter, Sampler};
 use crate::error::{Error, Result};
 
 /// Where a stream is in its life.
@@ -27,10 +28,10 @@ enum End {
     Done,
 }
 
-/// The readiness half shared by both iterators: the registration and where the stream is.
+/// The readiness half shared by both iterators: the waiter and where the stream is.
 #[derive(Debug)]
 struct Wait {
-    reg: Registration,
+    waiter: Waiter,
     end: End,
 }
 
@@ -47,9 +48,9 @@ enum Step {
 }
 
 impl Wait {
-    fn new(fd: BorrowedFd<'_>) -> Result<Self> {
+    fn new(sampler: &Sampler) -> Result<Self> {
         Ok(Self {
-            reg: Registration::new(fd)?,
+            waiter: sampler.waiters()?.waiter(),
             end: End::Open,
         })
     }
@@ -64,7 +65,7 @@ impl Wait {
             }
             End::Open => {}
         }
-        let ready = self.reg.poll_ready(cx);
+        let ready = self.waiter.poll_ready(cx);
         if ready.error {
             // Records written before the error are still delivered after it.
             self.end = End::Draining;
@@ -82,25 +83,36 @@ impl Wait {
             self.end = End::Draining;
             return Step::Retry;
         }
-        if ready.readable && !*retried {
-            // A wakeup arrived after the ring was looked at: look again, once.
+        if (ready.readable || ready.flush) && !*retried {
+            // A wakeup (or a flush tick, or the ring given back by another reader) arrived after the
+            // ring was looked at: look again, once.
             *retried = true;
             return Step::Retry;
         }
         Step::Pending
     }
 
-    /// Shared poll loop: `take` looks at the ring once (`None`: empty).
+    /// Shared poll loop: `take` looks at the ring once (`None`: empty, or ended when `ended()`).
+    ///
+    /// While another reader holds the ring the task waits: it is woken when the ring is given back.
+    /// An error that ends the reader is yielded once; the stream ends after it.
     fn poll_with<T>(
         &mut self,
         cx: &mut Context<'_>,
         mut take: impl FnMut() -> Option<Result<T>>,
+        ended: impl Fn() -> bool,
     ) -> Poll<Option<Result<T>>> {
         let mut retried = false;
         loop {
             if self.end != End::Done {
-                if let Some(item) = take() {
-                    return Poll::Ready(Some(item));
+                match take() {
+                    Some(Err(Error::RingBusy)) => {}
+                    Some(item) => return Poll::Ready(Some(item)),
+                    None if ended() => {
+                        self.end = End::Done;
+                        return Poll::Ready(None);
+                    }
+                    None => {}
                 }
             }
             match self.poll(cx, &mut retried) {
@@ -222,7 +234,7 @@ impl<'a> Iter<'a> {
     /// [`Error::Io`] when the fd cannot be duplicated or added to the epoll set, or the reactor
     /// thread cannot be started.
     pub fn into_async(self) -> Result<AsyncIter<'a>> {
-        let wait = Wait::new(self.sampler().as_fd())?;
+        let wait = Wait::new(self.sampler())?;
         Ok(AsyncIter { inner: self, wait })
     }
 }
@@ -263,7 +275,13 @@ impl<'a> AsyncIter<'a> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<(Priv, Record)>>> {
         let inner = &mut self.inner;
-        self.wait.poll_with(cx, || inner.try_next())
+        let ended = Cell::new(false);
+        let take = || {
+            let item = inner.try_next();
+            ended.set(inner.reader().ended());
+            item
+        };
+        self.wait.poll_with(cx, take, || ended.get())
     }
 
     /// Waits for the next record; `None` once the stream has ended. The spec's form, with no
@@ -284,7 +302,7 @@ impl<'a> AsyncIter<'a> {
     ///
     /// [`Error::Io`] when the timer cannot be created.
     pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
-        self.wait.reg.set_flush_interval(interval)
+        self.wait.waiter.set_flush_interval(interval)
     }
 
     /// The synchronous iterator back, e.g. to drain the ring without waiting.
@@ -303,9 +321,9 @@ impl Stream for AsyncIter<'_> {
 }
 
 impl AsFd for AsyncIter<'_> {
-    /// The reactor's duplicate of the sampler's fd.
+    /// The sampler's fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.wait.reg.as_fd()
+        self.inner.sampler().as_fd()
     }
 }
 
@@ -329,7 +347,7 @@ impl<'a> CowIter<'a> {
     /// [`Error::Io`] when the fd cannot be duplicated or added to the epoll set, or the reactor
     /// thread cannot be started.
     pub fn into_async(self) -> Result<AsyncCowIter<'a>> {
-        let wait = Wait::new(self.sampler().as_fd())?;
+        let wait = Wait::new(self.sampler())?;
         Ok(AsyncCowIter {
             inner: self,
             wait,
@@ -359,13 +377,15 @@ impl<'a> AsyncCowIter<'a> {
         let inner = &mut self.inner;
         let mut f = Some(f);
         loop {
+            let ended = Cell::new(false);
             let take = || {
-                inner
-                    .next(|c, p| f.take().map(|f| f(c, p)))
-                    .flatten()
-                    .map(Ok)
+                let item = inner
+                    .try_next(|c, p| f.take().map(|f| f(c, p)))
+                    .and_then(|r| r.transpose());
+                ended.set(inner.reader().ended());
+                item
             };
-            return match self.wait.poll_with(cx, take) {
+            return match self.wait.poll_with(cx, take, || ended.get()) {
                 Poll::Ready(Some(Ok(r))) => Poll::Ready(Some(r)),
                 Poll::Ready(Some(Err(e))) => {
                     self.error = Some(e);
@@ -416,7 +436,7 @@ impl<'a> AsyncCowIter<'a> {
     ///
     /// [`Error::Io`] when the timer cannot be created.
     pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
-        self.wait.reg.set_flush_interval(interval)
+        self.wait.waiter.set_flush_interval(interval)
     }
 
     /// The synchronous iterator back.
@@ -426,8 +446,8 @@ impl<'a> AsyncCowIter<'a> {
 }
 
 impl AsFd for AsyncCowIter<'_> {
-    /// The reactor's duplicate of the sampler's fd.
+    /// The sampler's fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.wait.reg.as_fd()
+        self.inner.sampler().as_fd()
     }
 }

@@ -1,109 +1,190 @@
-//! [`Iter`] (owned records) and [`CowIter`] (the record's bytes in the ring, zero-copy).
+//! [`Iter`] (owned records) and [`CowIter`] (the record's bytes in the ring, zero-copy), and the reader
+//! state they share: the ring lease, the end, the waiter.
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use perf_core::Chunk;
+use perf_core::{Chunk, RingMode};
 use perf_sys as sys;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
+use super::reactor::Waiter;
 use super::record::{Priv, Record};
+use super::sampler::Lease;
 use super::{Parser, Sampler};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// Owned records from a [`Sampler`], oldest first; see [`Sampler::iter`].
-///
-/// `next` never blocks: it returns `None` when the ring is empty (the iterator can be used again
-/// afterwards). [`next_timeout`](Self::next_timeout) waits for records with `poll(2)`.
-///
-/// Each record's space goes back to the kernel when `next` returns it, and not before: dropping
-/// the iterator loses nothing that it has not handed out. The producer's head is loaded once per
-/// burst of records, not once per record.
-#[derive(Debug)]
-pub struct Iter<'a> {
-    sampler: &'a Sampler,
-    seen_head: u64,
+/// The longest a blocking wait sleeps while another reader holds the ring, before looking again.
+const BUSY_BACKOFF: Duration = Duration::from_millis(2);
+
+/// What [`Reader::wait`] saw.
+pub(crate) enum Wait {
+    /// Something was reported (or the time is up): look at the ring again.
+    Ready,
+    /// The target exited: drain the ring, then end.
+    Hangup,
 }
 
-impl<'a> Iter<'a> {
-    pub(super) fn new(sampler: &'a Sampler) -> Self {
-        Iter {
+/// The state an iterator keeps over a sampler: the ring while it reads (a lease, given back when the
+/// ring is found empty and on drop), whether it ended, and its waiter for blocking waits.
+#[derive(Debug)]
+pub(crate) struct Reader<'a> {
+    pub(crate) sampler: &'a Sampler,
+    lease: Option<Lease<'a>>,
+    ended: bool,
+    waiter: Option<Waiter>,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(sampler: &'a Sampler) -> Self {
+        Reader {
             sampler,
-            seen_head: 0,
+            lease: None,
+            ended: false,
+            waiter: None,
         }
     }
 
-    /// The sampler this iterator reads.
-    pub fn sampler(&self) -> &'a Sampler {
-        self.sampler
+    /// Whether the reader met a terminal error (the ring can never be read forward).
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
     }
 
-    /// The zero-copy form of this iterator.
-    pub fn into_cow(self) -> CowIter<'a> {
-        CowIter {
-            sampler: self.sampler,
-            scratch: Vec::new(),
-            seen_head: 0,
+    /// Ends the reader with `e`, returned once.
+    fn end<T>(&mut self, e: Error) -> Option<Result<T>> {
+        self.ended = true;
+        self.lease = None;
+        Some(Err(e))
+    }
+
+    /// Consumes the next record with `f`: `None` when the ring is empty (the ring is given back) or
+    /// the reader has ended; `Some(Err(RingBusy))` while another reader holds the ring; another error
+    /// for a corrupt ring (its pending bytes are dropped, and reading goes on) or a terminal one (a
+    /// forward read of an overwrite ring, a fork child): once, then `None`.
+    pub(crate) fn next_with<R>(
+        &mut self,
+        f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
+    ) -> Option<Result<R>> {
+        if self.ended {
+            return None;
         }
-    }
-
-    /// The next record, without blocking: `None` when the ring is empty, `Some(Err)` when the
-    /// ring is corrupt (its pending bytes are then discarded, and the next call goes on).
-    pub(crate) fn try_next(&mut self) -> Option<Result<(Priv, Record)>> {
         let sampler = self.sampler;
-        let parser = sampler.parser();
-        let mut ring = sampler.ring();
-        let out = ring.next_with_seen(&mut self.seen_head, |chunk| {
-            let (p, r) = parser.parse_chunk(chunk);
-            sampler.account(&r);
-            (p, r)
-        });
-        match out {
-            Ok(item) => item.map(Ok),
+        if sampler.mode() != RingMode::Normal {
+            return self.end(Error::Ring(perf_core::Error::RingMode {
+                area: "data",
+                what: "a forward read",
+                needs: "normal",
+                is: "overwrite (write_backward: read it with Sampler::newest)",
+            }));
+        }
+        if self.lease.is_some() && sampler.wanted() {
+            // Another reader found the ring held: give it back (waking it), and let it have a turn.
+            self.lease = None;
+            return Some(Err(Error::RingBusy));
+        }
+        if self.lease.is_none() {
+            match sampler.lease() {
+                Some(l) => self.lease = Some(l),
+                None => return Some(Err(Error::RingBusy)),
+            }
+        }
+        let ring = self.lease.as_mut().and_then(Lease::ring)?;
+        match ring.next_record() {
+            Ok(Some(chunk)) => Some(Ok(f(chunk, sampler))),
+            Ok(None) => {
+                self.lease = None;
+                None
+            }
+            Err(e @ perf_core::Error::ForkedChild { .. }) => self.end(e.into()),
             Err(e) => {
                 if let Err(d) = ring.discard_pending() {
-                    return Some(Err(d.into()));
+                    return self.end(d.into());
                 }
                 Some(Err(e.into()))
             }
         }
     }
 
-    /// The next record, waiting up to `timeout` for one with `poll(2)`.
-    ///
-    /// `None` when the time is up, or when the counter's target exited (`POLLHUP`) and the ring
-    /// is drained. The kernel wakes the poll per `opts.wake_up` (by default when the ring is half
-    /// full; set `wake_up.on` to a count of 1 for every record).
-    pub fn next_timeout(&mut self, timeout: Duration) -> Option<(Priv, Record)> {
-        let deadline = Instant::now().checked_add(timeout);
-        loop {
-            match self.try_next() {
-                Some(Ok(item)) => return Some(item),
-                Some(Err(_)) => continue,
-                None => {}
+    /// Calls `f` for every record published now (at most `max`) in one batch: one head load, one tail
+    /// store. Returns how many `f` saw (0 while another reader holds the ring, or after the end).
+    pub(crate) fn drain(&mut self, max: usize, mut f: impl FnMut(Chunk<'_>, &'a Sampler)) -> usize {
+        if self.ended || self.sampler.mode() != RingMode::Normal {
+            return 0;
+        }
+        let sampler = self.sampler;
+        let lease = match self.lease.take().or_else(|| sampler.lease()) {
+            Some(l) => self.lease.insert(l),
+            None => return 0,
+        };
+        let Some(ring) = lease.ring() else {
+            return 0;
+        };
+        let mut n = 0;
+        let corrupt = match ring.batch() {
+            Ok(mut batch) => loop {
+                if n >= max {
+                    break false;
+                }
+                match batch.next_record() {
+                    Ok(Some(chunk)) => {
+                        f(chunk, sampler);
+                        n += 1;
+                    }
+                    Ok(None) => break false,
+                    Err(_) => break true,
+                }
+            },
+            Err(perf_core::Error::ForkedChild { .. }) => {
+                self.ended = true;
+                false
             }
-            let left = match deadline {
-                Some(d) => d.checked_duration_since(Instant::now())?,
-                None => Duration::from_secs(3600),
-            };
-            if left.is_zero() {
-                return None;
+            Err(_) => true,
+        };
+        if corrupt {
+            let _ = ring.discard_pending();
+        }
+        if n < max {
+            self.lease = None; // drained: give the ring back
+        }
+        n
+    }
+
+    /// The waiter, once [`arm`](Self::arm)ed.
+    pub(crate) fn waiter(&self) -> Option<&Waiter> {
+        self.waiter.as_ref()
+    }
+
+    /// Registers this reader's waiter with the sampler's reactor registration (once), so that no
+    /// wakeup between a look at the ring and the wait is missed.
+    pub(crate) fn arm(&mut self) {
+        if self.waiter.is_none() {
+            self.waiter = self.sampler.waiters().ok().map(|w| w.waiter());
+        }
+    }
+
+    /// Waits up to `left` for the kernel to report something (or, while another reader holds the
+    /// ring, a short while). Goes through the sampler's one reactor registration, so it shares the
+    /// kernel's wakeups with every async iterator of the sampler; falls back to `poll(2)` if the
+    /// reactor cannot be started.
+    pub(crate) fn wait(&mut self, left: Duration, busy: bool) -> Wait {
+        let left = if busy { left.min(BUSY_BACKOFF) } else { left };
+        self.arm();
+        match &self.waiter {
+            Some(w) => {
+                let ready = w.wait_blocking(left);
+                if ready.hangup && !ready.readable {
+                    Wait::Hangup
+                } else {
+                    Wait::Ready
+                }
             }
-            match wait(self.sampler, left) {
-                Wait::Ready => {}
-                Wait::Hangup => return self.try_next().and_then(Result::ok),
-            }
+            None => poll_fd(self.sampler, left),
         }
     }
 }
 
-pub(crate) enum Wait {
-    Ready,
-    Hangup,
-}
-
-/// Waits for the sampler's fd to be readable (or hung up, or `left` to pass).
-pub(crate) fn wait(sampler: &Sampler, left: Duration) -> Wait {
+/// Waits for the sampler's fd with `poll(2)` (the fallback when no reactor can be started).
+fn poll_fd(sampler: &Sampler, left: Duration) -> Wait {
     let ts = Timespec {
         tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(left.subsec_nanos()),
@@ -125,15 +206,110 @@ pub(crate) fn wait(sampler: &Sampler, left: Duration) -> Wait {
     }
 }
 
+/// Owned records from a [`Sampler`], oldest first; see [`Sampler::iter`].
+///
+/// `next` never blocks: it returns `None` when the ring is empty (the iterator can be used again
+/// afterwards). [`next_timeout`](Self::next_timeout) waits for records.
+///
+/// While it finds records the iterator holds the sampler's ring; it gives the ring back when the
+/// ring is empty and when dropped. Meanwhile another reader of the same sampler gets nothing
+/// ([`try_next`](Self::try_next) says [`Error::RingBusy`]). Each record's space goes back to the
+/// kernel after `next` returns it (at the latest when the records seen are used up, after a
+/// quarter of the ring, or when the iterator is dropped; see [`perf_core::Ring::next_record`]):
+/// dropping the iterator loses nothing that it has not handed out.
+///
+/// A forward read of an overwrite (`write_backward`) ring, or of a ring in a child made by
+/// `fork()`, is an error that ends the iterator: one error from [`try_next`](Self::try_next), then
+/// `None`.
+#[derive(Debug)]
+pub struct Iter<'a> {
+    reader: Reader<'a>,
+}
+
+impl<'a> Iter<'a> {
+    pub(super) fn new(sampler: &'a Sampler) -> Self {
+        Iter {
+            reader: Reader::new(sampler),
+        }
+    }
+
+    /// The sampler this iterator reads.
+    pub fn sampler(&self) -> &'a Sampler {
+        self.reader.sampler
+    }
+
+    pub(crate) fn reader(&mut self) -> &mut Reader<'a> {
+        &mut self.reader
+    }
+
+    pub(crate) fn waiter(&self) -> Option<&Waiter> {
+        self.reader.waiter()
+    }
+
+    /// The zero-copy form of this iterator.
+    pub fn into_cow(self) -> CowIter<'a> {
+        CowIter {
+            reader: self.reader,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The next record, without blocking: `None` when the ring is empty (or the iterator ended);
+    /// `Some(Err)` when another reader holds the ring ([`Error::RingBusy`]), when the ring is
+    /// corrupt (its pending bytes are then discarded, and the next call goes on), or once for an
+    /// error that ends the iterator.
+    pub fn try_next(&mut self) -> Option<Result<(Priv, Record)>> {
+        self.reader.next_with(|chunk, sampler| {
+            let (p, r) = sampler.parser().parse_chunk(chunk);
+            sampler.account(&r);
+            (p, r)
+        })
+    }
+
+    /// The next record, waiting up to `timeout` for one.
+    ///
+    /// `None` when the time is up, when the counter's target exited (`POLLHUP`) and the ring is
+    /// drained, or when the iterator ended. The kernel wakes waiters per `opts.wake_up` (by default
+    /// when the ring is half full; set `wake_up.on` to a count of 1 for every record). The wait
+    /// shares the sampler's wakeups with its async iterators (one registration per sampler).
+    pub fn next_timeout(&mut self, timeout: Duration) -> Option<(Priv, Record)> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.reader.arm();
+        let mut hung_up = false;
+        loop {
+            let mut busy = false;
+            match self.try_next() {
+                Some(Ok(item)) => return Some(item),
+                Some(Err(Error::RingBusy)) => busy = true,
+                Some(Err(_)) if self.reader.ended() => return None,
+                Some(Err(_)) => continue,
+                None if self.reader.ended() || hung_up => return None,
+                None => {}
+            }
+            let left = match deadline {
+                Some(d) => d.checked_duration_since(Instant::now())?,
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                return None;
+            }
+            if let Wait::Hangup = self.reader.wait(left, busy) {
+                hung_up = true;
+            }
+        }
+    }
+}
+
 impl Iterator for Iter<'_> {
     type Item = (Priv, Record);
 
-    /// The next record, or `None` when the ring is empty (non-blocking). A corrupt ring is
-    /// skipped: its pending bytes are discarded.
+    /// The next record, or `None` when the ring is empty, another reader holds it, or the iterator
+    /// ended (non-blocking). A corrupt ring is skipped: its pending bytes are discarded.
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             match self.try_next()? {
                 Ok(item) => return Some(item),
+                Err(Error::RingBusy) => return None,
                 Err(_) => continue,
             }
         }
@@ -209,96 +385,94 @@ fn account(sampler: &Sampler, chunk: Chunk<'_>) {
 }
 
 /// Zero-copy records: the closure given to [`next`](Self::next) sees the record's bytes in the
-/// ring, and the ring's tail moves past them only when the closure returns.
+/// ring.
+///
+/// The bytes are the closure's until it returns; they go back to the kernel after that, at the
+/// latest when the records the iterator has seen are used up (before it looks for newer ones),
+/// when a quarter of the ring has been consumed, or when the iterator is dropped (see
+/// [`perf_core::Ring::next_record`]). While it finds records the iterator holds the sampler's ring
+/// (no lock per record); it gives the ring back when the ring is empty and when dropped. Another
+/// reader of the sampler meanwhile — including one called from inside the closure — gets nothing,
+/// never a wait: [`Sampler::iter`]'s iterator is empty and says [`Error::RingBusy`]. The sampler's
+/// other methods (times, counts, pause) work from inside the closure.
 ///
 /// A record that wraps the ring's end is copied into a scratch buffer owned by the iterator and
 /// reused (no allocation per record), so [`CowChunk::as_bytes`] is always one aligned slice;
 /// [`CowChunk::as_slices`] is the copy-free view.
 #[derive(Debug)]
 pub struct CowIter<'a> {
-    sampler: &'a Sampler,
+    reader: Reader<'a>,
     scratch: Vec<u8>,
-    /// The producer's head as last loaded: `next` reloads it only when the records below it are
-    /// used up (one shared-cache-line load per burst, not per record).
-    seen_head: u64,
 }
 
 impl<'a> CowIter<'a> {
     /// The sampler this iterator reads.
     pub fn sampler(&self) -> &'a Sampler {
-        self.sampler
+        self.reader.sampler
+    }
+
+    pub(crate) fn reader(&mut self) -> &mut Reader<'a> {
+        &mut self.reader
     }
 
     /// Calls `f` with the next record's bytes and the parser, then releases the bytes to the
-    /// kernel; `None` when the ring is empty (non-blocking).
+    /// kernel; `None` when the ring is empty, another reader holds it, or the iterator ended
+    /// (non-blocking).
     ///
-    /// Keep `f` short: the ring is locked while it runs (do not call the sampler's methods from
-    /// it), and the kernel cannot reuse the bytes until it returns.
+    /// Keep `f` short: the kernel cannot reuse the bytes until it returns.
     pub fn next<F, R>(&mut self, f: F) -> Option<R>
     where
         F: FnOnce(CowChunk<'_>, &Parser) -> R,
     {
-        let sampler = self.sampler;
-        let scratch = &mut self.scratch;
-        let mut ring = sampler.ring();
-        let out = ring.next_with_seen(&mut self.seen_head, |chunk| {
-            account(sampler, chunk);
-            f(contiguous(chunk, scratch), sampler.parser())
-        });
-        match out {
-            Ok(r) => r,
-            Err(_) => {
-                let _ = ring.discard_pending();
-                None
-            }
-        }
+        self.try_next(f)?.ok()
     }
 
-    /// Calls `f` for every record published now (at most `max`), in one pass: the ring is locked
-    /// and the tail stored once for all of them. Returns how many records `f` saw.
+    /// As [`next`](Self::next), but says why there is no record: `Some(Err)` when another reader
+    /// holds the ring ([`Error::RingBusy`]), when the ring is corrupt (its pending bytes are then
+    /// discarded), or once for an error that ends the iterator.
+    pub fn try_next<F, R>(&mut self, f: F) -> Option<Result<R>>
+    where
+        F: FnOnce(CowChunk<'_>, &Parser) -> R,
+    {
+        let scratch = &mut self.scratch;
+        self.reader.next_with(|chunk, sampler| {
+            account(sampler, chunk);
+            f(contiguous(chunk, scratch), sampler.parser())
+        })
+    }
+
+    /// Calls `f` for every record published now (at most `max`), in one pass: one head load and
+    /// one tail store for all of them. Returns how many records `f` saw.
     pub fn drain<F>(&mut self, max: usize, mut f: F) -> usize
     where
         F: FnMut(CowChunk<'_>, &Parser),
     {
-        let sampler = self.sampler;
-        let parser = sampler.parser();
-        let mut ring = sampler.ring();
-        let mut n = 0;
-        let corrupt = match ring.batch() {
-            Ok(mut batch) => loop {
-                if n >= max {
-                    break false;
-                }
-                match batch.next_record() {
-                    Ok(Some(chunk)) => {
-                        account(sampler, chunk);
-                        f(contiguous(chunk, &mut self.scratch), parser);
-                        n += 1;
-                    }
-                    Ok(None) => break false,
-                    Err(_) => break true,
-                }
-            },
-            Err(_) => true,
-        };
-        if corrupt {
-            let _ = ring.discard_pending();
-        }
-        n
+        let scratch = &mut self.scratch;
+        self.reader.drain(max, |chunk, sampler| {
+            account(sampler, chunk);
+            f(contiguous(chunk, scratch), sampler.parser());
+        })
     }
 
-    /// The next record's bytes, waiting up to `timeout` with `poll(2)`; see
-    /// [`Iter::next_timeout`].
+    /// The next record's bytes, waiting up to `timeout`; see [`Iter::next_timeout`].
     pub fn next_timeout<F, R>(&mut self, timeout: Duration, f: F) -> Option<R>
     where
         F: FnOnce(CowChunk<'_>, &Parser) -> R,
     {
         let deadline = Instant::now().checked_add(timeout);
+        self.reader.arm();
         let mut f = Some(f);
+        let mut hung_up = false;
         loop {
-            if self.sampler.ring().pending_bytes() > 0 {
-                let f = f.take()?;
-                return self.next(f);
+            let mut busy = false;
+            let got = self.try_next(|c, p| f.take().map(|f| f(c, p)));
+            match got {
+                Some(Ok(r)) => return r,
+                Some(Err(Error::RingBusy)) => busy = true,
+                Some(Err(_)) if self.reader.ended() => return None,
+                Some(Err(_)) => continue,
+                None if self.reader.ended() || hung_up => return None,
+                None => {}
             }
             let left = match deadline {
                 Some(d) => d.checked_duration_since(Instant::now())?,
@@ -307,9 +481,8 @@ impl<'a> CowIter<'a> {
             if left.is_zero() {
                 return None;
             }
-            if let Wait::Hangup = wait(self.sampler, left) {
-                let f = f.take()?;
-                return self.next(f);
+            if let Wait::Hangup = self.reader.wait(left, busy) {
+                hung_up = true;
             }
         }
     }

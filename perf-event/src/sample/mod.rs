@@ -29,16 +29,18 @@
 //!   records with [`Sampler::newest`].
 
 mod asynk;
-mod aux;
+mod aux_tracer;
 mod iter;
+mod limits;
 mod per_cpu;
 mod reactor;
 pub mod record;
 mod sampler;
 
 pub use asynk::{AsyncCowIter, AsyncIter};
-pub use aux::{AuxChunk, AuxCowIter, AuxIter, AuxTracer};
+pub use aux_tracer::{AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer};
 pub use iter::{CowChunk, CowIter, Iter};
-pub use per_cpu::{MergedIter, PerCpuSampler};
+pub use per_cpu::{AsyncMergedIter, MergedIter, PerCpuSampler};
 pub use record::Parser;
+pub(crate) use sampler::{Control, Output};
 pub use sampler::{LostCounts, Sampler};

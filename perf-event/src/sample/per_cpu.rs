@@ -14,10 +14,14 @@
 use std::borrow::Borrow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec};
+use futures_core::Stream;
 
+use super::reactor::{wait_any, Waiter};
 use super::record::{Priv, Record};
 use super::{Iter, Sampler};
 use crate::config::{CpuScope, Opts};
@@ -118,6 +122,15 @@ impl PerCpuSampler {
     pub fn iter(&self) -> MergedIter<'_> {
         MergedIter::new(self.samplers.iter().map(|(c, s)| (*c, s.iter())))
     }
+
+    /// The records of every CPU, merged in time order, as a [`Stream`]; see [`AsyncMergedIter`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a sampler cannot be registered with the reactor.
+    pub fn iter_async(&self) -> Result<AsyncMergedIter<'_>> {
+        self.iter().into_async()
+    }
 }
 
 /// A queued record, ordered by (time, arrival).
@@ -215,9 +228,14 @@ impl<'a> MergedIter<'a> {
                 let Some(item) = src.iter.try_next() else {
                     break;
                 };
-                let Ok((cpumode, record)) = item else {
+                let (cpumode, record) = match item {
+                    Ok(item) => item,
+                    // Another reader holds this ring, or it can never be read forward (an overwrite
+                    // ring, a fork child): nothing from it this round.
+                    Err(Error::RingBusy) => break,
+                    Err(_) if src.iter.reader().ended() => break,
                     // A corrupt ring: its pending bytes were discarded; go on.
-                    continue;
+                    Err(_) => continue,
                 };
                 n += 1;
                 let time = record
@@ -262,15 +280,22 @@ impl<'a> MergedIter<'a> {
         std::iter::from_fn(move || self.pop_ready())
     }
 
-    /// The next record, waiting up to `timeout` for one with `poll(2)` on every ring.
+    /// The next record, waiting up to `timeout` for one on every ring.
     ///
     /// `None` when the time is up, or when every ring's target exited (`POLLHUP`) and everything
-    /// was emitted.
+    /// was emitted. The wait shares each sampler's wakeups with its other waiters (one reactor
+    /// registration per sampler).
     pub fn next_timeout(&mut self, timeout: Duration) -> Option<(u32, Priv, Record)> {
         let deadline = Instant::now().checked_add(timeout);
+        for src in &mut self.sources {
+            src.iter.reader().arm();
+        }
         loop {
             if let Some(item) = self.next() {
                 return Some(item);
+            }
+            if self.sources.iter_mut().all(|s| s.iter.reader().ended()) {
+                return None;
             }
             let left = match deadline {
                 Some(d) => d.checked_duration_since(Instant::now())?,
@@ -279,26 +304,124 @@ impl<'a> MergedIter<'a> {
             if left.is_zero() {
                 return None;
             }
-            let ts = Timespec {
-                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-                tv_nsec: i64::from(left.subsec_nanos()),
-            };
-            let samplers: Vec<&Sampler> = self.sources.iter().map(|s| s.iter.sampler()).collect();
-            let mut fds: Vec<PollFd<'_>> = samplers
+            let waiters: Vec<&Waiter> = self
+                .sources
                 .iter()
-                .map(|s| PollFd::new(*s, PollFlags::IN))
+                .filter_map(|s| s.iter.waiter())
                 .collect();
-            if rustix::event::poll(&mut fds, Some(&ts)).is_ok()
-                && !fds.is_empty()
-                && fds.iter().all(|f| {
-                    f.revents().intersects(PollFlags::HUP | PollFlags::ERR)
-                        && !f.revents().contains(PollFlags::IN)
-                })
-            {
+            if waiters.len() < self.sources.len() {
+                // No reactor (e.g. out of fds): look again shortly rather than wait blind.
+                std::thread::sleep(left.min(Duration::from_millis(10)));
+                continue;
+            }
+            let ready = wait_any(&waiters, left);
+            if !ready.is_empty() && ready.iter().all(|r| r.hangup && !r.readable) {
                 // Every target is gone: whatever is left, then the end.
-                return self.next();
+                return self.next().or_else(|| self.flush().next());
             }
         }
+    }
+
+    /// Creates an asynchronous form: a [`Stream`] of the merged records, woken through each
+    /// sampler's one reactor registration.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a sampler cannot be registered with the reactor.
+    pub fn into_async(self) -> Result<AsyncMergedIter<'a>> {
+        let waiters = self
+            .sources
+            .iter()
+            .map(|s| Ok(s.iter.sampler().waiters()?.waiter()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AsyncMergedIter {
+            merged: self,
+            waiters,
+            ended: false,
+        })
+    }
+}
+
+/// The records of several rings merged in time order, as a [`Stream`]: the async form of
+/// [`MergedIter`], made by [`MergedIter::into_async`] or [`PerCpuSampler::iter_async`].
+///
+/// It is woken when any sampler's kernel wakeup (or flush timer) fires, and ends (`None`) once
+/// every ring's target has exited and everything was emitted; an event on every task of a CPU
+/// never hangs up.
+#[derive(Debug)]
+pub struct AsyncMergedIter<'a> {
+    merged: MergedIter<'a>,
+    waiters: Vec<Waiter>,
+    ended: bool,
+}
+
+impl<'a> AsyncMergedIter<'a> {
+    /// Polls for the next merged record, registering the task for wakeup when every ring is empty.
+    pub fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<(u32, Priv, Record)>> {
+        let this = self.get_mut();
+        let mut retried = false;
+        loop {
+            if let Some(item) = this.merged.next() {
+                return Poll::Ready(Some(item));
+            }
+            if this.ended
+                || this
+                    .merged
+                    .sources
+                    .iter_mut()
+                    .all(|s| s.iter.reader().ended())
+            {
+                this.ended = true;
+                return Poll::Ready(this.merged.flush().next());
+            }
+            let ready: Vec<_> = this.waiters.iter().map(|w| w.poll_ready(cx)).collect();
+            if !ready.is_empty() && ready.iter().all(|r| r.hangup) {
+                // Every target exited: one last look at the rings, then the end.
+                this.ended = true;
+                continue;
+            }
+            if ready.iter().any(|r| r.readable || r.flush) && !retried {
+                retried = true;
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Waits for the next merged record; `None` once every target exited and everything was
+    /// emitted.
+    pub async fn next(&mut self) -> Option<(u32, Priv, Record)> {
+        poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// Wakes the task every `interval` even without a kernel wakeup (records below every ring's
+    /// wake-up threshold are then delivered at most `interval` late); `None` turns it off.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the timer cannot be created.
+    pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        // One timer is enough to wake the task; it sits on the first sampler's waiter.
+        match self.waiters.first_mut() {
+            Some(w) => w.set_flush_interval(interval),
+            None => Ok(()),
+        }
+    }
+
+    /// The synchronous iterator back.
+    pub fn into_sync(self) -> MergedIter<'a> {
+        self.merged
+    }
+}
+
+impl Stream for AsyncMergedIter<'_> {
+    type Item = (u32, Priv, Record);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        AsyncMergedIter::poll_next(self, cx)
     }
 }
 

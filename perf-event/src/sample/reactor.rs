@@ -1,32 +1,37 @@
-//! The shared reactor: one helper thread and one epoll set wake the tasks of every async
-//! iterator in the process.
+//! The shared reactor: one helper thread and one epoll set wake every waiter of every sampler in the
+//! process.
 //!
-//! An async iterator ([`AsyncIter`](super::AsyncIter), [`AsyncCowIter`](super::AsyncCowIter))
-//! registers a duplicate of its sampler's fd in the reactor's epoll set, edge-triggered, for
-//! `EPOLLIN | EPOLLHUP | EPOLLERR`. The thread (named `perf-event-io`, started on first use and
-//! kept for the life of the process) sleeps in `epoll_wait`; when the kernel wakes a perf fd (the
-//! sampler's [`wake_up`](crate::config::Opts) setting: every N samples or past a watermark, half
-//! the ring by default), the thread records the readiness and wakes the task that last polled.
-//! Any number of samplers share the one thread; a registration costs one `dup` and one
-//! `epoll_ctl`, and dropping it removes it.
+//! Each sampler has exactly one registration ([`Waiters`]): a duplicate of its fd in the reactor's epoll
+//! set, edge-triggered, for `EPOLLIN | EPOLLHUP | EPOLLERR`. Any number of waiters share it — async
+//! iterators ([`AsyncIter`](super::AsyncIter), [`AsyncCowIter`](super::AsyncCowIter), the merged per-CPU
+//! stream) and blocking waits ([`Iter::next_timeout`](super::Iter::next_timeout)) — and every waiter sees
+//! every report. One registration is what a perf fd needs: `perf_poll` hands out `EPOLLIN` once per kernel
+//! wakeup (it exchanges the ring's pending poll bits with zero), so two registrations of one event (or a
+//! `poll(2)` beside an epoll set) would split the wakeups between them and leave one waiter asleep.
 //!
-//! Edge-triggered is what a perf fd needs: `perf_poll` hands out `EPOLLIN` once per kernel wakeup
-//! (it exchanges the ring's pending poll bits with zero) but reports `EPOLLHUP` on every poll once
-//! the target has exited, which a level-triggered set would report in a busy loop.
+//! The thread (named `perf-event-io`, started on first use) sleeps in `epoll_wait`; when the kernel wakes
+//! a perf fd (the sampler's [`wake_up`](crate::config::Opts) setting: every N samples or past a
+//! watermark, half the ring by default), the thread records the readiness in every waiter of that
+//! sampler and wakes them. Edge-triggered also keeps `EPOLLHUP`, which `perf_poll` reports on every poll
+//! once the target has exited, from becoming a busy loop.
 //!
-//! A registration may also carry a flush timer (a `timerfd` in the same epoll set) that wakes
-//! the task periodically, so that records below the wakeup watermark are seen without waiting for
-//! the watermark.
+//! A waiter may carry a flush timer (a `timerfd` in the same epoll set) that wakes it periodically, so
+//! that records below the wakeup watermark are seen without waiting for the watermark.
+//!
+//! A child made by `fork()` has the reactor's memory but not its thread, and its copy of the epoll fd is
+//! the parent's epoll set: the first registration in a child starts a reactor of its own
+//! (perf-core's fork generation tells), and a child never touches the parent's set. A reactor that could
+//! not be started (e.g. `EMFILE`) is not remembered: the next registration tries again.
 
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Waker};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
-use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::time::{
@@ -36,10 +41,12 @@ use rustix::time::{
 
 use crate::error::{Error, Result};
 
-/// The low bit of an epoll token: set for a registration's flush timer, clear for its perf fd.
-const TIMER_BIT: u64 = 1;
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every lock here guards plain flags and lists: a panic while holding one leaves them usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
-/// What the kernel reported for a registered fd since the task last looked.
+/// What the kernel reported for a sampler since a waiter last looked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Readiness {
     /// `EPOLLIN`: the kernel woke the fd (records past the wakeup threshold). Cleared when taken.
@@ -49,80 +56,88 @@ pub(crate) struct Readiness {
     /// `EPOLLERR`: the event is in error state (a pinned counter lost its PMU, or the PMU was
     /// removed). Cleared when taken, so it is reported once per kernel report.
     pub(crate) error: bool,
+    /// The waiter's flush timer fired, or another reader gave the ring back: look again. Cleared
+    /// when taken.
+    pub(crate) flush: bool,
 }
 
-/// A registration's state, shared between the reactor thread and the polling task.
-#[derive(Debug, Default)]
-struct SlotState {
-    waker: Option<Waker>,
-    ready: Readiness,
-    /// The flush timer. A periodic timerfd re-arms only when read, so the thread reads it.
-    timer: Option<OwnedFd>,
-}
-
-#[derive(Debug, Default)]
-struct Slot {
-    state: Mutex<SlotState>,
-}
-
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, SlotState> {
-        // A panic while holding this lock leaves plain flags behind: still usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+impl Readiness {
+    fn any(&self) -> bool {
+        self.readable || self.hangup || self.error || self.flush
     }
 }
 
-type Slots = Mutex<HashMap<u64, Arc<Slot>>>;
+/// What an epoll token stands for.
+#[derive(Debug)]
+enum Entry {
+    /// A sampler's fd.
+    Fd(Weak<Waiters>),
+    /// A waiter's flush timer.
+    Timer(Weak<Waiters>, usize),
+}
 
-/// The process-wide reactor: the epoll set, the registrations by token, the thread's counters.
+/// The process's reactor: the epoll set, what its tokens stand for, and the generation it belongs to.
 #[derive(Debug)]
 struct Reactor {
+    generation: u64,
     epoll: Arc<OwnedFd>,
-    slots: Arc<Slots>,
+    entries: Arc<Mutex<HashMap<u64, Entry>>>,
     next_token: AtomicU64,
 }
 
-/// Started on first use; the error (if the epoll set or the thread could not be created) is kept
-/// and returned to every registration.
-static REACTOR: LazyLock<std::result::Result<Reactor, (io::ErrorKind, String)>> =
-    LazyLock::new(|| Reactor::start().map_err(|e| (e.kind(), e.to_string())));
+/// The reactor of this process (and fork generation); `None` until first use or after a failed start.
+static REACTOR: Mutex<Option<Arc<Reactor>>> = Mutex::new(None);
 
 impl Reactor {
-    fn start() -> io::Result<Self> {
+    /// The current reactor, started (or, in a fork child, started afresh) if needed.
+    fn get() -> Result<Arc<Reactor>> {
+        let generation = perf_core::fork::generation();
+        let mut slot = lock(&REACTOR);
+        if let Some(r) = slot.as_ref().filter(|r| r.generation == generation) {
+            return Ok(Arc::clone(r));
+        }
+        // A failure is returned, not kept: a transient EMFILE must not disable async forever.
+        let r = Arc::new(Reactor::start(generation).map_err(|e| {
+            Error::io(
+                "starting the perf-event reactor (an epoll set and its thread)",
+                e,
+            )
+        })?);
+        *slot = Some(Arc::clone(&r));
+        Ok(r)
+    }
+
+    fn start(generation: u64) -> io::Result<Self> {
         let epoll = Arc::new(epoll::create(epoll::CreateFlags::CLOEXEC)?);
-        let slots: Arc<Slots> = Arc::default();
+        let entries: Arc<Mutex<HashMap<u64, Entry>>> = Arc::default();
         std::thread::Builder::new()
             .name("perf-event-io".into())
             .spawn({
-                let (epoll, slots) = (epoll.clone(), slots.clone());
-                move || run(&epoll, &slots)
+                let (epoll, entries) = (Arc::clone(&epoll), Arc::clone(&entries));
+                move || run(&epoll, &entries)
             })?;
         Ok(Self {
+            generation,
             epoll,
-            slots,
-            // Tokens step by 2: the low bit tells a timer from its perf fd.
-            next_token: AtomicU64::new(2),
+            entries,
+            next_token: AtomicU64::new(1),
         })
     }
 
-    fn get() -> Result<&'static Self> {
-        REACTOR.as_ref().map_err(|(kind, msg)| {
-            Error::io(
-                "starting the perf-event reactor (epoll set and its thread)",
-                io::Error::new(*kind, msg.clone()),
-            )
-        })
+    fn token(&self) -> u64 {
+        self.next_token.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn slots(&self) -> MutexGuard<'_, HashMap<u64, Arc<Slot>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Whether this reactor's epoll set is ours to change (not a parent's, seen from a fork child).
+    fn is_current(&self) -> bool {
+        self.generation == perf_core::fork::generation()
     }
 }
 
-/// The reactor thread: wait, record readiness, wake. It never exits; it sleeps in `epoll_wait`
-/// while nothing happens.
-fn run(epoll: &OwnedFd, slots: &Slots) {
+/// The reactor thread: wait, record readiness, wake. It sleeps in `epoll_wait` while nothing happens.
+fn run(epoll: &OwnedFd, entries: &Mutex<HashMap<u64, Entry>>) {
     let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
+    let mut work: Vec<(Arc<Waiters>, Option<usize>, epoll::EventFlags)> = Vec::with_capacity(64);
     let mut wake: Vec<Waker> = Vec::with_capacity(64);
     loop {
         events.clear();
@@ -137,26 +152,23 @@ fn run(epoll: &OwnedFd, slots: &Slots) {
             }
         }
         {
-            let slots = slots.lock().unwrap_or_else(PoisonError::into_inner);
+            let entries = lock(entries);
             for ev in &events {
-                let data = ev.data.u64();
-                let Some(slot) = slots.get(&(data & !TIMER_BIT)) else {
-                    // Deregistered after the kernel queued the event.
-                    continue;
+                let (weak, timer) = match entries.get(&ev.data.u64()) {
+                    Some(Entry::Fd(w)) => (w, None),
+                    Some(Entry::Timer(w, id)) => (w, Some(*id)),
+                    None => continue, // removed after the kernel queued the event
                 };
-                let flags = ev.flags;
-                let mut st = slot.lock();
-                if data & TIMER_BIT == 0 {
-                    st.ready.readable |= flags.contains(epoll::EventFlags::IN);
-                    st.ready.hangup |= flags.contains(epoll::EventFlags::HUP);
-                    st.ready.error |= flags.contains(epoll::EventFlags::ERR);
-                } else if let Some(t) = &st.timer {
-                    // Non-blocking; EAGAIN only means another expiry was already read.
-                    let _ = rustix::io::read(t, &mut [0u8; 8]);
+                if let Some(w) = weak.upgrade() {
+                    work.push((w, timer, ev.flags));
                 }
-                if let Some(w) = st.waker.take() {
-                    wake.push(w);
-                }
+            }
+        }
+        // No reactor lock is held while a sampler's waiters are locked.
+        for (waiters, timer, flags) in work.drain(..) {
+            match timer {
+                None => waiters.report(flags, &mut wake),
+                Some(id) => waiters.flush_fired(id, &mut wake),
             }
         }
         // Wake outside every lock: a waker may run the task inline.
@@ -166,79 +178,257 @@ fn run(epoll: &OwnedFd, slots: &Slots) {
     }
 }
 
-/// One fd in the shared reactor: its readiness and the waker of the task that polls it.
-///
-/// Holds a duplicate of the fd, so the registration never outlives the file it watches (the
-/// duplicate keeps it open); dropping the registration removes it from the epoll set.
-#[derive(Debug)]
-pub(crate) struct Registration {
-    token: u64,
-    fd: OwnedFd,
-    slot: Arc<Slot>,
+fn spare_capacity(v: &mut Vec<epoll::Event>) -> rustix::buffer::SpareCapacity<'_, epoll::Event> {
+    rustix::buffer::spare_capacity(v)
 }
 
-impl Registration {
-    /// Registers `fd` (duplicated) for `EPOLLIN | EPOLLHUP | EPOLLERR`, edge-triggered.
-    ///
-    /// Starts the reactor thread on first use.
-    pub(crate) fn new(fd: BorrowedFd<'_>) -> Result<Self> {
+/// One waiter's state.
+#[derive(Debug, Default)]
+struct Slot {
+    waker: Option<Waker>,
+    ready: Readiness,
+    /// The flush timer and its epoll token. A periodic timerfd re-arms only when read, so the thread
+    /// reads it.
+    timer: Option<(OwnedFd, u64)>,
+}
+
+/// A sampler's one registration with the reactor, and the waiters that share it.
+#[derive(Debug)]
+pub(crate) struct Waiters {
+    reactor: Arc<Reactor>,
+    token: u64,
+    /// The reactor's duplicate of the sampler's fd: the registration never outlives the file it watches.
+    fd: OwnedFd,
+    slots: Mutex<Vec<Option<Slot>>>,
+}
+
+impl Waiters {
+    /// Registers `fd` (duplicated) with the current reactor, starting it if needed.
+    pub(crate) fn register(fd: BorrowedFd<'_>) -> Result<Arc<Waiters>> {
         let reactor = Reactor::get()?;
         let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0)
             .map_err(|e| Error::io("duplicating the sampler's fd for the reactor", e.into()))?;
-        let token = reactor.next_token.fetch_add(2, Ordering::Relaxed);
-        let slot = Arc::<Slot>::default();
-        reactor.slots().insert(token, slot.clone());
+        let token = reactor.token();
+        let waiters = Arc::new(Waiters {
+            reactor: Arc::clone(&reactor),
+            token,
+            fd,
+            slots: Mutex::new(Vec::new()),
+        });
+        lock(&reactor.entries).insert(token, Entry::Fd(Arc::downgrade(&waiters)));
         let flags = epoll::EventFlags::IN
             | epoll::EventFlags::HUP
             | epoll::EventFlags::ERR
             | epoll::EventFlags::ET;
         if let Err(e) = epoll::add(
             &*reactor.epoll,
-            &fd,
+            &waiters.fd,
             epoll::EventData::new_u64(token),
             flags,
         ) {
-            reactor.slots().remove(&token);
+            lock(&reactor.entries).remove(&token);
             return Err(Error::io(
                 "adding the sampler's fd to the reactor's epoll set",
                 e.into(),
             ));
         }
-        Ok(Self { token, fd, slot })
+        Ok(waiters)
     }
 
-    /// Takes what the kernel reported since the last call, after storing `cx`'s waker for the
-    /// next report. `readable` and `error` are cleared; `hangup` stays.
-    ///
-    /// The waker is stored before the bits are read, so a report that arrives between the
-    /// caller's last look at the ring and this call is either in the bits returned or wakes the
-    /// stored waker: no wakeup is lost.
-    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Readiness {
-        let mut st = self.slot.lock();
-        match &mut st.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            w => *w = Some(cx.waker().clone()),
+    /// A new waiter; it sees every report from now on.
+    pub(crate) fn waiter(self: &Arc<Self>) -> Waiter {
+        let mut slots = lock(&self.slots);
+        let id = match slots.iter().position(Option::is_none) {
+            Some(i) => {
+                slots[i] = Some(Slot::default());
+                i
+            }
+            None => {
+                slots.push(Some(Slot::default()));
+                slots.len() - 1
+            }
+        };
+        Waiter {
+            waiters: Arc::clone(self),
+            id,
         }
-        let ready = st.ready;
-        st.ready.readable = false;
-        st.ready.error = false;
-        ready
+    }
+
+    /// The kernel reported `flags` for the fd: every waiter gets them.
+    fn report(&self, flags: epoll::EventFlags, wake: &mut Vec<Waker>) {
+        let mut slots = lock(&self.slots);
+        for slot in slots.iter_mut().flatten() {
+            slot.ready.readable |= flags.contains(epoll::EventFlags::IN);
+            slot.ready.hangup |= flags.contains(epoll::EventFlags::HUP);
+            slot.ready.error |= flags.contains(epoll::EventFlags::ERR);
+            wake.extend(slot.waker.take());
+        }
+    }
+
+    /// Asks every waiter to look again (the ring was given back by another reader).
+    pub(crate) fn wake_all(&self) {
+        let mut wake = Vec::new();
+        {
+            let mut slots = lock(&self.slots);
+            for slot in slots.iter_mut().flatten() {
+                slot.ready.flush = true;
+                wake.extend(slot.waker.take());
+            }
+        }
+        for w in wake {
+            w.wake();
+        }
+    }
+
+    /// Waiter `id`'s flush timer fired.
+    fn flush_fired(&self, id: usize, wake: &mut Vec<Waker>) {
+        let mut slots = lock(&self.slots);
+        if let Some(Some(slot)) = slots.get_mut(id) {
+            if let Some((t, _)) = &slot.timer {
+                // Non-blocking; EAGAIN only means another expiry was already read.
+                let _ = rustix::io::read(t, &mut [0u8; 8]);
+            }
+            slot.ready.flush = true;
+            wake.extend(slot.waker.take());
+        }
+    }
+
+    fn remove_timer(&self, timer: Option<(OwnedFd, u64)>) {
+        if let Some((t, token)) = timer {
+            if self.reactor.is_current() {
+                let _ = epoll::delete(&*self.reactor.epoll, &t);
+                lock(&self.reactor.entries).remove(&token);
+            }
+        }
+    }
+}
+
+impl AsFd for Waiters {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for Waiters {
+    fn drop(&mut self) {
+        // In a fork child the epoll set is the parent's: leave it alone (closing our duplicate there does
+        // not remove the parent's registration).
+        if self.reactor.is_current() {
+            // Removed from the set before the duplicate closes; a failure can only mean it is gone.
+            let _ = epoll::delete(&*self.reactor.epoll, &self.fd);
+            lock(&self.reactor.entries).remove(&self.token);
+        }
+    }
+}
+
+/// Unparks a thread blocked in [`Waiter::wait_blocking`].
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Blocks the thread until any of `waiters` has something reported or `timeout` passes; returns what
+/// each saw (all empty on timeout).
+pub(crate) fn wait_any(waiters: &[&Waiter], timeout: Duration) -> Vec<Readiness> {
+    let deadline = Instant::now().checked_add(timeout);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    loop {
+        let ready: Vec<Readiness> = waiters.iter().map(|w| w.take(&waker)).collect();
+        if ready.iter().any(Readiness::any) {
+            return ready;
+        }
+        let left = match deadline {
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(l) if !l.is_zero() => l,
+                _ => return ready,
+            },
+            None => Duration::from_secs(3600),
+        };
+        std::thread::park_timeout(left);
+    }
+}
+
+/// One waiter of a sampler: a task (through [`poll_ready`](Self::poll_ready)) or a thread (through
+/// [`wait_blocking`](Self::wait_blocking)). Dropping it removes it.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    waiters: Arc<Waiters>,
+    id: usize,
+}
+
+impl Waiter {
+    fn with_slot<R>(&self, f: impl FnOnce(&mut Slot) -> R) -> Option<R> {
+        let mut slots = lock(&self.waiters.slots);
+        slots.get_mut(self.id).and_then(Option::as_mut).map(f)
+    }
+
+    /// Takes what was reported since the last call after storing `waker` for the next report:
+    /// `readable`, `error` and `flush` are cleared; `hangup` stays.
+    ///
+    /// The waker is stored before the bits are read, so a report that arrives between the caller's
+    /// last look at the ring and this call is either in the bits returned or wakes the stored waker.
+    fn take(&self, waker: &Waker) -> Readiness {
+        self.with_slot(|slot| {
+            match &mut slot.waker {
+                Some(w) if w.will_wake(waker) => {}
+                w => *w = Some(waker.clone()),
+            }
+            let ready = slot.ready;
+            slot.ready = Readiness {
+                hangup: ready.hangup,
+                ..Readiness::default()
+            };
+            ready
+        })
+        .unwrap_or_default()
+    }
+
+    /// [`take`](Self::take) with the task's waker.
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Readiness {
+        self.take(cx.waker())
+    }
+
+    /// Blocks the thread until something is reported or `timeout` passes; returns what was reported
+    /// (nothing on timeout).
+    pub(crate) fn wait_blocking(&self, timeout: Duration) -> Readiness {
+        let deadline = Instant::now().checked_add(timeout);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        loop {
+            let ready = self.take(&waker);
+            if ready.any() {
+                return ready;
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(l) if !l.is_zero() => l,
+                    _ => return ready,
+                },
+                None => Duration::from_secs(3600),
+            };
+            std::thread::park_timeout(left);
+        }
     }
 
     /// The readiness bits without registering a waker or clearing them.
     #[cfg(test)]
     pub(crate) fn peek(&self) -> Readiness {
-        self.slot.lock().ready
+        self.with_slot(|s| s.ready).unwrap_or_default()
     }
 
-    /// Wakes the registered task every `interval` even without a kernel wakeup (`None` stops
-    /// it), so records below the wakeup watermark are delivered at most `interval` late.
+    /// Wakes this waiter every `interval` even without a kernel wakeup (`None` stops it), so records
+    /// below the wakeup watermark are delivered at most `interval` late.
     pub(crate) fn set_flush_interval(&mut self, interval: Option<Duration>) -> Result<()> {
-        let reactor = Reactor::get()?;
+        let reactor = &self.waiters.reactor;
         let Some(interval) = interval.filter(|d| !d.is_zero()) else {
-            if let Some(t) = self.slot.lock().timer.take() {
-                let _ = epoll::delete(&*reactor.epoll, &t);
-            }
+            let old = self.with_slot(|s| s.timer.take()).flatten();
+            self.waiters.remove_timer(old);
             return Ok(());
         };
         let ts = Timespec {
@@ -249,10 +439,14 @@ impl Registration {
             it_interval: ts,
             it_value: ts,
         };
-        if let Some(t) = &self.slot.lock().timer {
-            timerfd_settime(t, TimerfdTimerFlags::empty(), &spec)
-                .map_err(|e| Error::io("setting the flush timer", e.into()))?;
-            return Ok(());
+        let rearmed = self.with_slot(|s| {
+            s.timer.as_ref().map(|(t, _)| {
+                timerfd_settime(t, TimerfdTimerFlags::empty(), &spec)
+                    .map_err(|e| Error::io("setting the flush timer", e.into()))
+            })
+        });
+        if let Some(Some(done)) = rearmed {
+            return done.map(drop);
         }
         let timer = timerfd_create(
             TimerfdClockId::Monotonic,
@@ -261,46 +455,38 @@ impl Registration {
         .map_err(|e| Error::io("creating the flush timer (timerfd)", e.into()))?;
         timerfd_settime(&timer, TimerfdTimerFlags::empty(), &spec)
             .map_err(|e| Error::io("setting the flush timer", e.into()))?;
-        // Stored under the lock taken before the add, so the thread, which reads the timer to
-        // re-arm it, cannot see an expiry before the timer is in place.
-        let mut st = self.slot.lock();
-        epoll::add(
+        let token = reactor.token();
+        lock(&reactor.entries).insert(token, Entry::Timer(Arc::downgrade(&self.waiters), self.id));
+        if let Err(e) = epoll::add(
             &*reactor.epoll,
             &timer,
-            epoll::EventData::new_u64(self.token | TIMER_BIT),
+            epoll::EventData::new_u64(token),
             epoll::EventFlags::IN | epoll::EventFlags::ET,
-        )
-        .map_err(|e| Error::io("adding the flush timer to the reactor", e.into()))?;
-        st.timer = Some(timer);
+        ) {
+            lock(&reactor.entries).remove(&token);
+            return Err(Error::io("adding the flush timer to the reactor", e.into()));
+        }
+        self.with_slot(|s| s.timer = Some((timer, token)));
         Ok(())
     }
 }
 
-impl AsFd for Registration {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl Drop for Registration {
+impl Drop for Waiter {
     fn drop(&mut self) {
-        if let Ok(reactor) = Reactor::get() {
-            // Remove from the set before the duplicate closes; a failure can only mean it is
-            // already gone.
-            let _ = epoll::delete(&*reactor.epoll, &self.fd);
-            if let Some(t) = self.slot.lock().timer.take() {
-                let _ = epoll::delete(&*reactor.epoll, &t);
-            }
-            reactor.slots().remove(&self.token);
-        }
+        let timer = {
+            let mut slots = lock(&self.waiters.slots);
+            slots
+                .get_mut(self.id)
+                .and_then(Option::take)
+                .and_then(|s| s.timer)
+        };
+        self.waiters.remove_timer(timer);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
-    use std::time::Instant;
 
     use super::*;
 
@@ -322,37 +508,41 @@ mod tests {
         true
     }
 
+    fn counter() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        (count, waker)
+    }
+
     #[test]
     fn hangup_on_pipe_reader_is_sticky_and_wakes_once() {
         let (r, w) = rustix::pipe::pipe().unwrap();
-        let reg = Registration::new(r.as_fd()).unwrap();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let waiter = Waiters::register(r.as_fd()).unwrap().waiter();
+        let (count, waker) = counter();
         let mut cx = Context::from_waker(&waker);
-        assert_eq!(reg.poll_ready(&mut cx), Readiness::default());
+        assert_eq!(waiter.poll_ready(&mut cx), Readiness::default());
         drop(w);
         assert!(wait_for(&count, 1), "no wakeup after the writer closed");
-        assert!(reg.poll_ready(&mut cx).hangup);
+        assert!(waiter.poll_ready(&mut cx).hangup);
         // Edge-triggered: no further events, no busy loop; hangup stays.
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert!(reg.poll_ready(&mut cx).hangup);
+        assert!(waiter.poll_ready(&mut cx).hangup);
     }
 
     #[test]
     fn error_on_pipe_writer_is_reported_once() {
         let (r, w) = rustix::pipe::pipe().unwrap();
-        let reg = Registration::new(w.as_fd()).unwrap();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let waiter = Waiters::register(w.as_fd()).unwrap().waiter();
+        let (count, waker) = counter();
         let mut cx = Context::from_waker(&waker);
         // A pipe's write end is writable at once; we do not ask for EPOLLOUT, so nothing.
-        let _ = reg.poll_ready(&mut cx);
+        let _ = waiter.poll_ready(&mut cx);
         drop(r);
         assert!(wait_for(&count, 1), "no wakeup after the reader closed");
-        let got = reg.poll_ready(&mut cx);
+        let got = waiter.poll_ready(&mut cx);
         assert!(got.error, "{got:?}");
-        assert!(!reg.poll_ready(&mut cx).error, "error is taken once");
+        assert!(!waiter.poll_ready(&mut cx).error, "error is taken once");
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             count.0.load(Ordering::SeqCst),
@@ -364,36 +554,84 @@ mod tests {
     #[test]
     fn readable_is_edge_and_cleared_when_taken() {
         let (r, w) = rustix::pipe::pipe().unwrap();
-        let reg = Registration::new(r.as_fd()).unwrap();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let waiter = Waiters::register(r.as_fd()).unwrap().waiter();
+        let (count, waker) = counter();
         let mut cx = Context::from_waker(&waker);
-        assert!(!reg.poll_ready(&mut cx).readable);
+        assert!(!waiter.poll_ready(&mut cx).readable);
         rustix::io::write(&w, b"x").unwrap();
         assert!(wait_for(&count, 1));
-        assert!(reg.poll_ready(&mut cx).readable);
-        assert!(!reg.poll_ready(&mut cx).readable);
+        assert!(waiter.poll_ready(&mut cx).readable);
+        assert!(!waiter.poll_ready(&mut cx).readable);
         rustix::io::write(&w, b"y").unwrap();
         assert!(wait_for(&count, 2));
-        assert!(reg.peek().readable);
+        assert!(waiter.peek().readable);
+    }
+
+    #[test]
+    fn every_waiter_of_one_registration_sees_every_report() {
+        // Issue: two registrations of one perf fd split the kernel's wakeups (perf_poll exchanges the
+        // poll bits with zero), so one waiter never woke. One registration fans out to all.
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let waiters = Waiters::register(r.as_fd()).unwrap();
+        let (a, b) = (waiters.waiter(), waiters.waiter());
+        let (count_a, waker_a) = counter();
+        let (count_b, waker_b) = counter();
+        for round in 1..=50 {
+            let _ = a.poll_ready(&mut Context::from_waker(&waker_a));
+            let _ = b.poll_ready(&mut Context::from_waker(&waker_b));
+            rustix::io::write(&w, b"x").unwrap();
+            assert!(wait_for(&count_a, round), "A missed wakeup {round}");
+            assert!(wait_for(&count_b, round), "B missed wakeup {round}");
+            assert!(a.peek().readable && b.peek().readable);
+        }
+        // A thread waiter shares it too.
+        let c = waiters.waiter();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            rustix::io::write(&w, b"z").unwrap();
+            w
+        });
+        assert!(c.wait_blocking(Duration::from_secs(5)).readable);
+        drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn a_blocking_wait_ends_at_its_timeout() {
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        let waiter = Waiters::register(r.as_fd()).unwrap().waiter();
+        let start = Instant::now();
+        assert_eq!(
+            waiter.wait_blocking(Duration::from_millis(30)),
+            Readiness::default()
+        );
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(30) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
     }
 
     #[test]
     fn flush_timer_wakes_periodically_and_stops() {
         let (r, _w) = rustix::pipe::pipe().unwrap();
-        let mut reg = Registration::new(r.as_fd()).unwrap();
-        reg.set_flush_interval(Some(Duration::from_millis(5)))
+        let waiters = Waiters::register(r.as_fd()).unwrap();
+        let mut waiter = waiters.waiter();
+        let other = waiters.waiter();
+        waiter
+            .set_flush_interval(Some(Duration::from_millis(5)))
             .unwrap();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counter();
         let mut cx = Context::from_waker(&waker);
         for n in 1..=3 {
-            let _ = reg.poll_ready(&mut cx);
+            let _ = waiter.poll_ready(&mut cx);
             assert!(wait_for(&count, n), "flush timer did not fire");
         }
-        // The timer only wakes; it reports no readiness.
-        assert_eq!(reg.poll_ready(&mut cx), Readiness::default());
-        reg.set_flush_interval(None).unwrap();
+        assert!(waiter.poll_ready(&mut cx).flush);
+        assert!(
+            !other.peek().flush,
+            "a waiter's timer wakes that waiter only"
+        );
+        waiter.set_flush_interval(None).unwrap();
         let before = count.0.load(Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(30));
         assert!(count.0.load(Ordering::SeqCst) <= before + 1);
@@ -402,21 +640,20 @@ mod tests {
     #[test]
     fn many_registrations_share_one_thread() {
         let pipes: Vec<_> = (0..64).map(|_| rustix::pipe::pipe().unwrap()).collect();
-        let regs: Vec<_> = pipes
+        let waiters: Vec<_> = pipes
             .iter()
-            .map(|(r, _)| Registration::new(r.as_fd()).unwrap())
+            .map(|(r, _)| Waiters::register(r.as_fd()).unwrap().waiter())
             .collect();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counter();
         let mut cx = Context::from_waker(&waker);
-        for reg in &regs {
-            let _ = reg.poll_ready(&mut cx);
+        for w in &waiters {
+            let _ = w.poll_ready(&mut cx);
         }
         for (_, w) in &pipes {
             rustix::io::write(w, b"x").unwrap();
         }
         assert!(wait_for(&count, 64));
-        assert!(regs.iter().all(|r| r.peek().readable));
+        assert!(waiters.iter().all(|r| r.peek().readable));
         let threads = std::fs::read_dir("/proc/self/task")
             .unwrap()
             .filter_map(|e| e.ok())

@@ -1,15 +1,24 @@
 //! [`Sampler`]: the ring buffer of one counter (and of counters attached to it), with its controls.
+//!
+//! Ownership: a counter has at most one sampler, and the sampler's ring has one reader at a time. The ring
+//! lives in the sampler while nobody reads it; an iterator takes it out (a lease) when it finds records and
+//! puts it back when the ring is empty or the iterator is dropped, so a second reader — another iterator,
+//! or a sampler method called from inside a [`CowIter`](super::CowIter) closure — is told the ring is busy
+//! instead of waiting for it. The mmap page is read through its own view ([`perf_core::MappedPage`]), so
+//! times and counts stay readable while an iterator holds the ring.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use perf_core::{Data, Ring, RingMode};
+use perf_core::sim::SimControl;
+use perf_core::{BackwardCopy, Data, MappedPage, Ring, RingMode};
 use perf_sys as sys;
 use sys::perf_event_attr;
 
 use super::iter::Iter;
+use super::reactor::Waiters;
 use super::record::{Priv, Record};
 use super::Parser;
 use crate::count::{Counter, Stat};
@@ -19,40 +28,212 @@ const FORMAT_LOST: u64 = sys::PERF_FORMAT_LOST as u64;
 const FORMAT_GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
 const IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 
+/// The largest data ring the kernel maps on most configurations (its page list must fit one allocation);
+/// only used to advise: kernels that vmalloc their rings take more, so larger requests go to the kernel.
+const MAX_EXP: u8 = 18;
+
+/// Above this, `2^exp` pages overflow any address space: refused before asking the kernel.
+const LAST_EXP: u8 = 39;
+
 /// Lost data, as counted so far; see [`Sampler::lost`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LostCounts {
     /// Records the kernel dropped because the ring was full: the sum of the `PERF_RECORD_LOST`
-    /// records read so far.
+    /// records read so far. The kernel writes a LOST record only once a later record fits, so this
+    /// can trail [`format_lost`](Self::format_lost).
     #[doc(alias = "PERF_RECORD_LOST")]
     pub lost_records: u64,
     /// Samples dropped before reaching the ring (`PERF_RECORD_LOST_SAMPLES`, e.g. by PEBS): the sum
     /// of those records read so far. Since Linux 4.2.
     #[doc(alias = "PERF_RECORD_LOST_SAMPLES")]
     pub lost_samples: u64,
-    /// The kernel's own count of lost records for this counter (`PERF_FORMAT_LOST`, read now), when
-    /// the counter's `stat_format` asked for it. Since Linux 6.0.
+    /// The kernel's own count of records lost for this counter (`PERF_FORMAT_LOST`, read now), when
+    /// the counter's read format has it. Since Linux 6.0.
     #[doc(alias = "PERF_FORMAT_LOST")]
     pub format_lost: Option<u64>,
 }
 
+/// How the sampler's ioctls reach its event: the kernel, or the simulator in tests.
+#[derive(Clone, Debug)]
+pub(crate) enum Control {
+    Kernel,
+    /// Only the unit tests make simulated samplers.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Sim(SimControl),
+}
+
+impl Control {
+    fn pause(&self, fd: BorrowedFd<'_>, pause: bool) -> Result<()> {
+        match self {
+            Control::Kernel => sys::ioctl::pause_output(fd, pause)
+                .map_err(|e| Error::io("PERF_EVENT_IOC_PAUSE_OUTPUT", e)),
+            Control::Sim(c) => {
+                c.pause(pause);
+                Ok(())
+            }
+        }
+    }
+
+    fn enable(&self, fd: BorrowedFd<'_>, enable: bool) -> Result<()> {
+        match self {
+            Control::Kernel if enable => {
+                sys::ioctl::enable(fd).map_err(|e| Error::io("PERF_EVENT_IOC_ENABLE", e))
+            }
+            Control::Kernel => {
+                sys::ioctl::disable(fd).map_err(|e| Error::io("PERF_EVENT_IOC_DISABLE", e))
+            }
+            Control::Sim(c) => {
+                c.enable(enable);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A counter's output state, shared by the [`Counter`] and its [`Sampler`]: who holds the ring, and the
+/// counted pause and stop that keep the producer quiet while an overwrite area is copied.
+#[derive(Debug, Default)]
+pub(crate) struct Output {
+    /// Set while a sampler maps the counter's ring (one consumer).
+    pub(crate) claimed: AtomicBool,
+    holds: Mutex<Holds>,
+}
+
+/// Who wants the output paused or the event stopped.
+#[derive(Debug, Default)]
+struct Holds {
+    /// The user paused the output ([`Sampler::pause`], [`Counter::pause_output`]).
+    user_paused: bool,
+    /// Reads of an overwrite ring in progress: the output stays paused while any runs.
+    pausing_reads: u32,
+    /// The user disabled the event through the sampler ([`Sampler::disable`]).
+    user_disabled: bool,
+    /// AUX snapshot reads in progress: the event stays stopped while any runs.
+    stopping_reads: u32,
+}
+
+impl Output {
+    fn holds(&self) -> MutexGuard<'_, Holds> {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The user's pause or resume: takes effect at once unless a read holds the pause, in which case the
+    /// read's end applies it.
+    pub(crate) fn set_user_pause(
+        &self,
+        control: &Control,
+        fd: BorrowedFd<'_>,
+        pause: bool,
+    ) -> Result<()> {
+        let mut h = self.holds();
+        if h.pausing_reads == 0 {
+            control.pause(fd, pause)?;
+        }
+        h.user_paused = pause;
+        Ok(())
+    }
+
+    fn set_user_enabled(&self, control: &Control, fd: BorrowedFd<'_>, enable: bool) -> Result<()> {
+        let mut h = self.holds();
+        if h.stopping_reads == 0 {
+            control.enable(fd, enable)?;
+        }
+        h.user_disabled = !enable;
+        Ok(())
+    }
+
+    /// Pauses the output for a read (counted); the guard resumes it when the last read ends, unless the
+    /// user paused it.
+    fn pause_for_read<'s>(
+        &'s self,
+        control: &'s Control,
+        fd: BorrowedFd<'s>,
+    ) -> Result<ReadHold<'s>> {
+        let mut h = self.holds();
+        if h.pausing_reads == 0 && !h.user_paused {
+            control.pause(fd, true)?;
+        }
+        h.pausing_reads += 1;
+        Ok(ReadHold {
+            output: self,
+            control,
+            fd,
+            stop: false,
+        })
+    }
+
+    /// Stops the event for an AUX snapshot read (counted); the guard starts it again when the last such
+    /// read ends, unless the user disabled it through the sampler.
+    pub(crate) fn stop_for_read<'s>(
+        &'s self,
+        control: &'s Control,
+        fd: BorrowedFd<'s>,
+    ) -> Result<ReadHold<'s>> {
+        let mut h = self.holds();
+        if h.stopping_reads == 0 && !h.user_disabled {
+            control.enable(fd, false)?;
+        }
+        h.stopping_reads += 1;
+        Ok(ReadHold {
+            output: self,
+            control,
+            fd,
+            stop: true,
+        })
+    }
+}
+
+/// A read's hold on the output (a pause) or the event (a stop); released on drop.
+pub(crate) struct ReadHold<'s> {
+    output: &'s Output,
+    control: &'s Control,
+    fd: BorrowedFd<'s>,
+    stop: bool,
+}
+
+impl Drop for ReadHold<'_> {
+    fn drop(&mut self) {
+        let mut h = self.output.holds();
+        // A failed resume cannot be reported from a destructor; the next pause or resume says it.
+        if self.stop {
+            h.stopping_reads -= 1;
+            if h.stopping_reads == 0 && !h.user_disabled {
+                let _ = self.control.enable(self.fd, true);
+            }
+        } else {
+            h.pausing_reads -= 1;
+            if h.pausing_reads == 0 && !h.user_paused {
+                let _ = self.control.pause(self.fd, false);
+            }
+        }
+    }
+}
+
 /// The ring buffer of a sampling counter: 2^n data pages the kernel writes records into.
 ///
-/// Made by [`Counter::sampler`]. A counter has at most one `Sampler` at a time, and a `Sampler`
-/// reads its ring from one iterator at a time (each read locks the ring briefly), so the ring has
-/// one consumer. The sampler holds its own duplicate of the counter's fd, so it may outlive the
-/// [`Counter`]; it is `Send` and `Sync`.
+/// Made by [`Counter::sampler`]. A counter has at most one `Sampler` at a time, and its ring has one
+/// reader at a time: an iterator holds the ring while it finds records and gives it back when the ring
+/// is empty or the iterator is dropped; meanwhile other readers see [`Error::RingBusy`] (or an empty
+/// iterator), never a wait. The sampler holds its own duplicate of the counter's fd, so it may outlive
+/// the [`Counter`]; it is `Send` and `Sync`.
 pub struct Sampler {
     file: File,
     attr: perf_event_attr,
     parser: Parser,
-    ring: Mutex<Ring<Data>>,
+    /// The ring while no reader holds it.
+    ring: Mutex<Option<Ring<Data>>>,
+    page: Option<MappedPage>,
     mode: RingMode,
+    control: Control,
+    output: Arc<Output>,
     pub(super) aux_mapped: AtomicBool,
     lost_records: AtomicU64,
     lost_samples: AtomicU64,
-    /// The counter's "has a sampler" flag, cleared when this sampler goes.
-    claim: Arc<AtomicBool>,
+    /// The sampler's one registration with the async reactor, shared by every waiter.
+    waiters: Mutex<Weak<Waiters>>,
+    /// A reader found the ring held: the holder gives it back at its next call, and waiters are woken
+    /// when it does.
+    wanted: AtomicBool,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -75,12 +256,17 @@ impl Counter {
     /// # Errors
     ///
     /// [`Error::SamplerExists`] if this counter already has a sampler (one consumer per ring);
-    /// [`Error::Ring`] with perf-core's explanation: `MapMemory` (the locked-memory budget, with the
-    /// current `perf_event_mlock_kb` and `RLIMIT_MEMLOCK`), `MapBusy` (the counter's output was
-    /// redirected to another ring with [`Sampler::attach`]), `BadRingSize` (`exp` too large).
+    /// [`Error::Sampling`] when the ring could never receive anything useful: the counter neither
+    /// samples nor asks for side-band records, the largest record its settings produce does not fit
+    /// 2^`exp` pages (both sizes are in the message), `exp` is above what kernels map, or the counter
+    /// is inherited on every CPU (the kernel refuses that ring; use
+    /// [`PerCpuSampler`](super::PerCpuSampler)); [`Error::Ring`] with perf-core's explanation:
+    /// `MapMemory` (the locked-memory budget, with the current `perf_event_mlock_kb` and
+    /// `RLIMIT_MEMLOCK`), `MapTooLarge`, `MapBusy` (the counter's output was redirected to another
+    /// ring with [`Sampler::attach`]), `AlreadyMapped` (the fd is mapped elsewhere).
     pub fn sampler(&self, exp: u8) -> Result<Sampler> {
-        let claim = Arc::clone(&self.sampler_claim);
-        if claim.swap(true, Ordering::AcqRel) {
+        let output = Arc::clone(&self.output);
+        if output.claimed.swap(true, Ordering::AcqRel) {
             return Err(Error::SamplerExists);
         }
         let made = (|| {
@@ -92,13 +278,7 @@ impl Counter {
                     source: std::io::Error::from_raw_os_error(libc::EBUSY),
                 }));
             }
-            let pages = 1u64
-                .checked_shl(u32::from(exp))
-                .filter(|_| exp < 40)
-                .ok_or(Error::Ring(perf_core::Error::BadRingSize {
-                    area: "data",
-                    size: u64::MAX,
-                }))?;
+            let pages = check_ring_request(self.attr(), self.cpu(), exp)?;
             let file = self
                 .file()
                 .try_clone()
@@ -108,19 +288,84 @@ impl Counter {
             } else {
                 RingMode::Normal
             };
-            let ring = Ring::map(file.as_fd(), pages, mode)?;
+            let ring = Ring::map_exclusive(file.as_fd(), pages, mode)?;
             Ok(Sampler::from_parts(
                 file,
                 *self.attr(),
                 ring,
-                Arc::clone(&claim),
+                Control::Kernel,
+                Arc::clone(&output),
             ))
         })();
         if made.is_err() {
-            claim.store(false, Ordering::Release);
+            output.claimed.store(false, Ordering::Release);
         }
         made
     }
+}
+
+/// Refuses rings that can never work, with the reason; returns the page count.
+fn check_ring_request(attr: &perf_event_attr, cpu: Option<u32>, exp: u8) -> Result<u64> {
+    if exp > LAST_EXP {
+        return Err(Error::Sampling(format!(
+            "sampler({exp}): 2^{exp} data pages do not fit in any address space; most kernels map at \
+             most 2^{MAX_EXP} pages ({} MiB with this page size) per data ring",
+            (perf_core::page_size() << MAX_EXP) >> 20
+        )));
+    }
+    if attr.inherit() != 0 && cpu.is_none() {
+        return Err(Error::Sampling(
+            "an inherited counter on every CPU (Cpu::ALL) cannot have a ring buffer: the kernel refuses \
+             to map it (children on other CPUs could not write into one ring); sample the process and its \
+             children with PerCpuSampler::new(event, Proc(pid), opts, exp), one ring per CPU"
+                .into(),
+        ));
+    }
+    // `sample_period` and `sample_freq` share one u64.
+    let sampling = attr.sample_period_or_freq() != 0;
+    if !sampling && !has_side_band(attr) {
+        return Err(Error::Sampling(
+            "this counter does not sample (opts.sample_on is not set, or is a frequency of 0) and asks \
+             for no side-band records, so its ring would stay empty: set opts.sample_on \
+             (SampleOn::Count(n) or SampleOn::Freq(hz)) or an opts.extra_record option"
+                .into(),
+        ));
+    }
+    let pages = 1u64 << exp;
+    let ring = pages * perf_core::page_size();
+    let largest = super::limits::largest_record(attr);
+    // The producer leaves a byte free and writes whole 8-byte units, and after a loss a LOST record must
+    // fit together with the next one.
+    let need = largest + super::limits::lost_record(attr);
+    if need > ring - 8 {
+        let min_exp = (0..=LAST_EXP)
+            .find(|e| (1u64 << e) * perf_core::page_size() - 8 >= need)
+            .map_or_else(|| "none".to_owned(), |e| e.to_string());
+        return Err(Error::Sampling(format!(
+            "the largest record this counter can write is {largest} bytes (plus {} for a LOST record), \
+             but a ring of 2^{exp} pages holds {} bytes: every such record would be lost; use sampler({min_exp}) \
+             or more, or ask for less (a smaller sample_format.user_stack or max_stack_frames)",
+            need - largest,
+            ring - 8
+        )));
+    }
+    Ok(pages)
+}
+
+/// Whether the attr asks for any side-band (non-sample) record.
+fn has_side_band(attr: &perf_event_attr) -> bool {
+    attr.mmap() != 0
+        || attr.mmap2() != 0
+        || attr.mmap_data() != 0
+        || attr.comm() != 0
+        || attr.task() != 0
+        || attr.context_switch() != 0
+        || attr.namespaces() != 0
+        || attr.ksymbol() != 0
+        || attr.bpf_event() != 0
+        || attr.cgroup() != 0
+        || attr.text_poke() != 0
+        || attr.aux_output() != 0
 }
 
 impl Sampler {
@@ -129,25 +374,84 @@ impl Sampler {
         file: File,
         attr: perf_event_attr,
         ring: Ring<Data>,
-        claim: Arc<AtomicBool>,
+        control: Control,
+        output: Arc<Output>,
     ) -> Self {
         Sampler {
             file,
             parser: Parser::from_attr(&attr),
             mode: ring.mode(),
+            page: ring.mapped_page(),
             attr,
-            ring: Mutex::new(ring),
+            ring: Mutex::new(Some(ring)),
+            control,
+            output,
             aux_mapped: AtomicBool::new(false),
             lost_records: AtomicU64::new(0),
             lost_samples: AtomicU64::new(0),
-            claim,
+            waiters: Mutex::new(Weak::new()),
+            wanted: AtomicBool::new(false),
         }
     }
 
-    /// Locks the ring (recovering from a panic in a closure that held it: the ring's tail is
-    /// published on unwind, so its state is consistent).
-    pub(crate) fn ring(&self) -> MutexGuard<'_, Ring<Data>> {
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    /// A sampler over simulated kernel memory, for tests: `control` plays the ioctls.
+    #[cfg(test)]
+    pub(crate) fn simulated(attr: perf_event_attr, ring: Ring<Data>, control: SimControl) -> Self {
+        let file = File::open("/dev/null").expect("/dev/null");
+        let output = Arc::new(Output::default());
+        output.claimed.store(true, Ordering::Relaxed);
+        Self::from_parts(file, attr, ring, Control::Sim(control), output)
+    }
+
+    /// Takes the ring for a reader; `None` while another reader holds it (which is then asked to give
+    /// it back at its next call).
+    pub(crate) fn lease(&self) -> Option<Lease<'_>> {
+        let taken = self
+            .ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match taken {
+            Some(ring) => Some(Lease {
+                sampler: self,
+                ring: Some(ring),
+            }),
+            None => {
+                self.wanted.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Whether another reader asked for the ring.
+    #[inline]
+    pub(crate) fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed)
+    }
+
+    /// The ring was given back: wake the readers that found it held.
+    fn released(&self) {
+        if self.wanted.swap(false, Ordering::Relaxed) {
+            let waiters = self
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .upgrade();
+            if let Some(w) = waiters {
+                w.wake_all();
+            }
+        }
+    }
+
+    /// The one reactor registration of this sampler, made on first use.
+    pub(crate) fn waiters(&self) -> Result<Arc<Waiters>> {
+        let mut slot = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(w) = slot.upgrade() {
+            return Ok(w);
+        }
+        let w = Waiters::register(self.as_fd())?;
+        *slot = Arc::downgrade(&w);
+        Ok(w)
     }
 
     /// The record parser for this sampler's counter.
@@ -214,13 +518,17 @@ impl Sampler {
     /// Pauses the ring's output (`PERF_EVENT_IOC_PAUSE_OUTPUT`): the counter keeps counting,
     /// records are dropped (and counted as lost). Since Linux 4.7.
     ///
+    /// The pause is shared with [`Counter::pause_output`] and with [`newest`](Self::newest), which
+    /// keeps the output paused while it copies: a resume during such a read takes effect when the
+    /// read ends.
+    ///
     /// # Errors
     ///
     /// [`Error::Io`] if the ioctl fails.
     #[doc(alias = "PERF_EVENT_IOC_PAUSE_OUTPUT")]
     pub fn pause(&self) -> Result<()> {
-        sys::ioctl::pause_output(self.fd(), true)
-            .map_err(|e| Error::io("PERF_EVENT_IOC_PAUSE_OUTPUT", e))
+        self.output
+            .set_user_pause(&self.control, self.file.as_fd(), true)
     }
 
     /// Resumes the ring's output after [`pause`](Self::pause). Since Linux 4.7.
@@ -229,28 +537,36 @@ impl Sampler {
     ///
     /// [`Error::Io`] if the ioctl fails.
     pub fn resume(&self) -> Result<()> {
-        sys::ioctl::pause_output(self.fd(), false)
-            .map_err(|e| Error::io("PERF_EVENT_IOC_PAUSE_OUTPUT", e))
+        self.output
+            .set_user_pause(&self.control, self.file.as_fd(), false)
     }
 
-    /// Enables the counter (`PERF_EVENT_IOC_ENABLE`).
+    /// Enables the counter (`PERF_EVENT_IOC_ENABLE`); during an AUX snapshot read, when that read
+    /// ends.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] if the ioctl fails.
     #[doc(alias = "PERF_EVENT_IOC_ENABLE")]
     pub fn enable(&self) -> Result<()> {
-        sys::ioctl::enable(self.fd()).map_err(|e| Error::io("PERF_EVENT_IOC_ENABLE", e))
+        self.output
+            .set_user_enabled(&self.control, self.file.as_fd(), true)
     }
 
-    /// Disables the counter (`PERF_EVENT_IOC_DISABLE`).
+    /// Disables the counter (`PERF_EVENT_IOC_DISABLE`); AUX snapshot reads then leave it disabled.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] if the ioctl fails.
     #[doc(alias = "PERF_EVENT_IOC_DISABLE")]
     pub fn disable(&self) -> Result<()> {
-        sys::ioctl::disable(self.fd()).map_err(|e| Error::io("PERF_EVENT_IOC_DISABLE", e))
+        self.output
+            .set_user_enabled(&self.control, self.file.as_fd(), false)
+    }
+
+    /// Stops the event for an AUX snapshot read; see [`Output::stop_for_read`].
+    pub(crate) fn stop_for_read(&self) -> Result<ReadHold<'_>> {
+        self.output.stop_for_read(&self.control, self.file.as_fd())
     }
 
     /// Enables the counter for `overflows` more overflows (samples), after which it disables
@@ -270,13 +586,19 @@ impl Sampler {
     /// # Errors
     ///
     /// [`Error::Sampling`] on a counter that samples at a frequency (use
-    /// [`set_frequency`](Self::set_frequency)) or for 0; [`Error::Io`] if the ioctl fails.
+    /// [`set_frequency`](Self::set_frequency)), for 0, or for a period of 2^63 or more (the kernel's
+    /// limit); [`Error::Io`] if the ioctl fails.
     #[doc(alias = "PERF_EVENT_IOC_PERIOD")]
     pub fn set_period(&self, period: u64) -> Result<()> {
         if self.attr.freq() != 0 {
             return Err(Error::Sampling(
                 "this counter samples at a frequency (SampleOn::Freq); use set_frequency".into(),
             ));
+        }
+        if period >> 63 != 0 {
+            return Err(Error::Sampling(format!(
+                "a sample period must be below 2^63 (the kernel refuses {period:#x})"
+            )));
         }
         self.period_ioctl(period)
     }
@@ -286,13 +608,31 @@ impl Sampler {
     ///
     /// # Errors
     ///
-    /// [`Error::Sampling`] on a counter with a fixed period (use [`set_period`](Self::set_period))
-    /// or for 0; [`Error::Io`] if the ioctl fails (`EINVAL` above the maximum rate).
+    /// [`Error::Sampling`] on a counter with a fixed period (use [`set_period`](Self::set_period)),
+    /// on one opened with a frequency of 0 (the kernel does not treat it as sampling), for 0, and
+    /// above `kernel.perf_event_max_sample_rate` (its value is in the message); [`Error::Io`] if
+    /// the ioctl fails.
     pub fn set_frequency(&self, hz: u64) -> Result<()> {
         if self.attr.freq() == 0 {
             return Err(Error::Sampling(
                 "this counter samples with a fixed period (SampleOn::Count); use set_period".into(),
             ));
+        }
+        if self.attr.sample_period_or_freq() == 0 {
+            return Err(Error::Sampling(
+                "this counter was opened with SampleOn::Freq(0), which the kernel treats as not \
+                 sampling, so its frequency cannot be changed: open it with a non-zero frequency"
+                    .into(),
+            ));
+        }
+        if let Some(max) = max_sample_rate() {
+            if hz > max {
+                return Err(Error::Sampling(format!(
+                    "{hz} Hz is above kernel.perf_event_max_sample_rate ({max} Hz): ask for less, or \
+                     raise it with `sysctl kernel.perf_event_max_sample_rate={hz}` (the kernel lowers \
+                     it again when sampling takes too long)"
+                )));
+            }
         }
         self.period_ioctl(hz)
     }
@@ -306,16 +646,25 @@ impl Sampler {
         sys::ioctl::period(self.fd(), value).map_err(|e| Error::io("PERF_EVENT_IOC_PERIOD", e))
     }
 
+    /// The mmap page's consistent snapshot.
+    fn page_snapshot(&self) -> Result<perf_core::PageSnapshot> {
+        match &self.page {
+            Some(page) => Ok(page.page().snapshot()?),
+            None => Err(Error::Sampling(
+                "this sampler's ring has no mmap page".into(),
+            )),
+        }
+    }
+
     /// Nanoseconds the counter was enabled, from the mmap page (seqlock-consistent, as of the
-    /// page's last update: when the counter was last scheduled in or out).
-    ///
-    /// Do not call it from inside a [`CowIter`](super::CowIter) closure: the closure holds the ring.
+    /// page's last update: when the counter was last scheduled in or out). Readable while an
+    /// iterator holds the ring, also from inside a [`CowIter`](super::CowIter) closure.
     ///
     /// # Errors
     ///
     /// [`Error::Ring`] if the page's sequence lock never settles.
     pub fn counter_time_enabled(&self) -> Result<u64> {
-        Ok(self.ring().page().snapshot()?.time_enabled)
+        Ok(self.page_snapshot()?.time_enabled)
     }
 
     /// Nanoseconds the counter was running (on the PMU), from the mmap page; see
@@ -325,7 +674,7 @@ impl Sampler {
     ///
     /// [`Error::Ring`] if the page's sequence lock never settles.
     pub fn counter_time_running(&self) -> Result<u64> {
-        Ok(self.ring().page().snapshot()?.time_running)
+        Ok(self.page_snapshot()?.time_running)
     }
 
     /// Reads the counter (`read(2)` on the sampler's fd): the count, and the lost-record count when
@@ -406,28 +755,62 @@ impl Sampler {
     /// The newest records of an overwrite ring (a counter opened with `write_backward`), newest
     /// first, at most `n`: those written since the previous call (or since the ring was made).
     ///
-    /// Pauses the output around the read (`PERF_EVENT_IOC_PAUSE_OUTPUT`), so the kernel does not
-    /// write while we read; records made meanwhile are counted as lost. Since Linux 4.7.
+    /// The records are copied out of the ring, never borrowed from it: the output is paused for the
+    /// copy (a counted pause: a concurrent [`resume`](Self::resume) or second `newest` cannot end
+    /// it early), writes that began before the pause are waited for (one RCU grace period, a few
+    /// milliseconds), and bytes a late write could have reached are dropped. Records made while
+    /// paused are lost (and counted). Since Linux 4.7.
     ///
     /// # Errors
     ///
     /// [`Error::Ring`] (`RingMode`) on a normal ring; [`Error::Io`] if pausing fails.
     pub fn newest(&self, n: usize) -> Result<Vec<(Priv, Record)>> {
-        self.pause()?;
-        let out = (|| -> Result<Vec<(Priv, Record)>> {
-            let mut ring = self.ring();
-            let mut out = Vec::new();
-            for chunk in ring.backward_snapshot()?.take(n) {
-                let (p, r) = self.parser.parse_chunk(chunk?);
-                out.push((p, r));
-            }
-            Ok(out)
-        })();
-        let resumed = self.resume();
-        let out = out?;
-        resumed?;
+        if self.mode != RingMode::Overwrite {
+            return Err(Error::Ring(perf_core::Error::RingMode {
+                area: "data",
+                what: "newest()",
+                needs: "overwrite (write_backward)",
+                is: "normal",
+            }));
+        }
+        let mut copy = BackwardCopy::new();
+        {
+            let _hold = self
+                .output
+                .pause_for_read(&self.control, self.file.as_fd())?;
+            // Forward readers never take an overwrite ring, so it is only held by another `newest`,
+            // for the length of one copy.
+            let mut slot = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+            let ring = slot.as_mut().ok_or(Error::RingBusy)?;
+            ring.copy_backward(&mut copy)?;
+        }
+        let mut out = Vec::new();
+        for chunk in copy.records().take(n) {
+            let (p, r) = self.parser.parse_chunk(chunk?);
+            self.account(&r);
+            out.push((p, r));
+        }
         Ok(out)
     }
+
+    /// Runs `f` with the ring if no reader holds it (mapping the AUX area needs it).
+    pub(crate) fn with_ring<R>(&self, f: impl FnOnce(&mut Ring<Data>) -> R) -> Result<R> {
+        let mut slot = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.as_mut().map(f).ok_or(Error::RingBusy)
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+/// `kernel.perf_event_max_sample_rate`, when readable.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 impl AsFd for Sampler {
@@ -436,14 +819,36 @@ impl AsFd for Sampler {
     }
 }
 
-impl Sampler {
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.output.claimed.store(false, Ordering::Release);
     }
 }
 
-impl Drop for Sampler {
+/// A reader's hold on the sampler's ring; gives it back (with everything consumed published) on drop.
+#[derive(Debug)]
+pub(crate) struct Lease<'s> {
+    sampler: &'s Sampler,
+    ring: Option<Ring<Data>>,
+}
+
+impl Lease<'_> {
+    /// The ring (`Some` until the lease is dropped).
+    pub(crate) fn ring(&mut self) -> Option<&mut Ring<Data>> {
+        self.ring.as_mut()
+    }
+}
+
+impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        self.claim.store(false, Ordering::Release);
+        if let Some(mut ring) = self.ring.take() {
+            ring.commit();
+            *self
+                .sampler
+                .ring
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(ring);
+            self.sampler.released();
+        }
     }
 }

@@ -52,7 +52,8 @@ fn capture(target: usize) -> std::io::Result<(Vec<u64>, usize, perf_event_attr)>
     pf.set_comm(0);
     pf.set_task(0);
     let pf_fd = sys::perf_event_open(&pf, 0, -1, None, flags)?;
-    let mut ring = Ring::map(tp_fd.as_fd(), 8, RingMode::Normal).map_err(std::io::Error::other)?;
+    let mut ring =
+        Ring::map_exclusive(tp_fd.as_fd(), 8, RingMode::Normal).map_err(std::io::Error::other)?;
     ioctl::set_output(pf_fd.as_fd(), Some(tp_fd.as_fd()))?;
     ioctl::enable(tp_fd.as_fd())?;
     ioctl::enable(pf_fd.as_fd())?;

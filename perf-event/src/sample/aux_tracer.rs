@@ -1,8 +1,7 @@
 //! [`AuxTracer`]: the AUX area of a sampler's ring (Intel PT, CoreSight, ARM SPE... trace bytes).
 
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use perf_core::{Aux, Chunk, Ring, RingMode};
 
@@ -18,10 +17,24 @@ pub type AuxChunk<'a> = Chunk<'a>;
 /// Each `PERF_RECORD_AUX` in the data ring ([`Record::Aux`](super::record::Record::Aux)) says
 /// which bytes were added (`offset`, `size`); reading the chunks in order after the data records
 /// gives the same bytes.
+///
+/// In normal mode the bytes are read in place (the PMU stops before it would overwrite unread
+/// bytes). In snapshot mode the PMU overwrites the oldest bytes at any time, so they are never
+/// borrowed: [`snapshot`](Self::snapshot) stops the event, copies the newest bytes out and starts
+/// the event again, as `perf record --snapshot` does.
 #[derive(Debug)]
 pub struct AuxTracer<'a> {
     sampler: &'a Sampler,
     ring: Mutex<Ring<Aux>>,
+}
+
+/// The newest bytes of an AUX area in snapshot mode, copied out; see [`AuxTracer::snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuxSnapshot {
+    /// `aux_head` when the copy was taken.
+    pub head: u64,
+    /// The bytes, oldest first, ending at `head`.
+    pub bytes: Vec<u8>,
 }
 
 impl Sampler {
@@ -30,7 +43,8 @@ impl Sampler {
     ///
     /// # Errors
     ///
-    /// [`Error::Sampling`] if this sampler already has an AUX tracer; [`Error::Ring`] from the
+    /// [`Error::Sampling`] if this sampler already has an AUX tracer; [`Error::RingBusy`] while an
+    /// iterator holds the data ring (make the tracer before iterating); [`Error::Ring`] from the
     /// mapping (`Map` with EINVAL/EOPNOTSUPP when the PMU has no AUX area: only PMUs such as
     /// `intel_pt`, `intel_bts`, `cs_etm`, `arm_spe` have one; `MapMemory` for the locked-memory
     /// budget).
@@ -39,7 +53,7 @@ impl Sampler {
     }
 
     /// Maps the AUX area in snapshot (overwrite) mode: the PMU overwrites the oldest bytes, and
-    /// [`AuxIter::next`] returns the newest ones. Disable the counter (or pause it) before reading.
+    /// [`AuxTracer::snapshot`] copies the newest ones out.
     ///
     /// # Errors
     ///
@@ -58,11 +72,12 @@ impl Sampler {
             let pages = 1u64
                 .checked_shl(u32::from(exp))
                 .filter(|_| exp < 40)
-                .ok_or(Error::Ring(perf_core::Error::BadRingSize {
-                    area: "aux",
-                    size: u64::MAX,
-                }))?;
-            let ring = self.ring().map_aux(self.as_fd(), pages, mode)?;
+                .ok_or_else(|| {
+                    Error::Sampling(format!(
+                        "aux_tracer({exp}): 2^{exp} AUX pages do not fit in the address space"
+                    ))
+                })?;
+            let ring = self.with_ring(|ring| ring.map_aux_exclusive(pages, mode))??;
             Ok(AuxTracer::new(self, ring))
         })();
         if made.is_err() {
@@ -81,7 +96,7 @@ impl<'a> AuxTracer<'a> {
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring<Aux>> {
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Normal, or snapshot (overwrite).
@@ -94,14 +109,47 @@ impl<'a> AuxTracer<'a> {
         self.ring().head()
     }
 
+    /// In snapshot mode: stops the event (`PERF_EVENT_IOC_DISABLE`, which makes the PMU flush and
+    /// publish `aux_head`), copies out the bytes written since the previous snapshot (at most
+    /// `max_len` and one area, the newest), and starts the event again (`PERF_EVENT_IOC_ENABLE`)
+    /// — unless it was disabled through [`Sampler::disable`]. Concurrent snapshots share one stop.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Ring`] (`RingMode`) in normal mode (read it with [`iter`](Self::iter));
+    /// [`Error::Io`] if the event cannot be stopped.
+    pub fn snapshot(&self, max_len: Option<u64>) -> Result<AuxSnapshot> {
+        let mut snap = AuxSnapshot::default();
+        let _stop = self.sampler.stop_for_read()?;
+        snap.head = self.ring().copy_aux_snapshot(max_len, &mut snap.bytes)?;
+        Ok(snap)
+    }
+
+    /// In snapshot mode, the whole area (the `size` bytes ending at `aux_head`), copied out with the
+    /// event stopped as [`snapshot`](Self::snapshot) does: for PMUs that publish `aux_head` as an
+    /// offset in this mode.
+    ///
+    /// # Errors
+    ///
+    /// As [`snapshot`](Self::snapshot).
+    pub fn snapshot_full(&self) -> Result<AuxSnapshot> {
+        let mut snap = AuxSnapshot::default();
+        let _stop = self.sampler.stop_for_read()?;
+        snap.head = self.ring().copy_aux_full(&mut snap.bytes)?;
+        Ok(snap)
+    }
+
     /// An iterator over the AUX bytes as owned chunks.
     pub fn iter(&self) -> AuxIter<'_> {
         AuxIter { tracer: self }
     }
 
-    /// An iterator over the AUX bytes in place.
+    /// An iterator over the AUX bytes in place (in snapshot mode, a copy).
     pub fn cow_iter(&self) -> AuxCowIter<'_> {
-        AuxCowIter { tracer: self }
+        AuxCowIter {
+            tracer: self,
+            copy: Vec::new(),
+        }
     }
 }
 
@@ -119,8 +167,8 @@ pub struct AuxIter<'a> {
 
 impl AuxIter<'_> {
     /// The next at most `max_chunk_len` bytes (all available when `None`), copied out; `None`
-    /// when there are none. In snapshot mode: the newest bytes written since the previous call
-    /// (at most `max_chunk_len`, older ones are skipped).
+    /// when there are none. In snapshot mode: [`AuxTracer::snapshot`]'s bytes (`None` when there
+    /// are none or the snapshot failed; call `snapshot` to see the error).
     pub fn next(&mut self, max_chunk_len: Option<u64>) -> Option<Vec<u8>> {
         self.tracer
             .cow_iter()
@@ -132,41 +180,33 @@ impl AuxIter<'_> {
 #[derive(Debug)]
 pub struct AuxCowIter<'a> {
     tracer: &'a AuxTracer<'a>,
+    /// Snapshot mode: the copy `f` sees.
+    copy: Vec<u8>,
 }
 
 impl AuxCowIter<'_> {
     /// Calls `f` with the next at most `max_chunk_len` bytes (one or two slices) in the AUX
-    /// area, then gives them back to the PMU; `None` when there are none.
+    /// area, then gives them back to the PMU; `None` when there are none. In snapshot mode `f`
+    /// sees a copy taken as [`AuxTracer::snapshot`] does (`None` also when that fails).
     pub fn next<F, R>(&mut self, max_chunk_len: Option<u64>, f: F) -> Option<R>
     where
         F: FnOnce(AuxChunk<'_>) -> R,
     {
-        let mut ring = self.tracer.ring();
-        match ring.mode() {
-            RingMode::Normal => {
-                let mut batch = ring.batch().ok()?;
-                let chunk = batch.next_chunk(max_chunk_len)?;
-                Some(f(chunk))
-            }
-            RingMode::Overwrite => {
-                let snap = ring.aux_snapshot(max_chunk_len).ok()?;
-                if snap.bytes.is_empty() {
-                    None
-                } else {
-                    Some(f(snap.bytes))
-                }
-            }
+        if self.tracer.mode() == RingMode::Overwrite {
+            let snap = self.tracer.snapshot(max_chunk_len).ok()?;
+            self.copy = snap.bytes;
+            return (!self.copy.is_empty()).then(|| f(Chunk::contiguous(&self.copy)));
         }
+        let mut ring = self.tracer.ring();
+        let mut batch = ring.batch().ok()?;
+        let chunk = batch.next_chunk(max_chunk_len)?;
+        Some(f(chunk))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::fs::File;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-
-    use perf_core::sim::{Sim, SimConfig};
+    use perf_core::sim::{Sim, SimConfig, SimControl};
     use perf_core::RingMode;
     use perf_sys::perf_event_attr;
 
@@ -180,20 +220,20 @@ mod tests {
         perf_core::sim::SimKernel,
         Sampler,
         perf_core::Ring<perf_core::Aux>,
+        SimControl,
     ) {
         let mut cfg = SimConfig::new(4096);
         cfg.aux_size = 1024;
         cfg.aux_mode = aux_mode;
         let sim = Sim::new(cfg).unwrap();
-        let file = File::open("/dev/null").unwrap();
         let attr = perf_event_attr::default();
-        let sampler = Sampler::from_parts(file, attr, sim.ring, Arc::new(AtomicBool::new(true)));
-        (sim.kernel, sampler, sim.aux.unwrap())
+        let sampler = Sampler::simulated(attr, sim.ring, sim.control.clone());
+        (sim.kernel, sampler, sim.aux.unwrap(), sim.control)
     }
 
     #[test]
     fn chunks_match_aux_records() {
-        let (mut kernel, sampler, aux) = sim(RingMode::Normal);
+        let (mut kernel, sampler, aux, _) = sim(RingMode::Normal);
         let tracer = AuxTracer::new(&sampler, aux);
         let mut written = Vec::new();
         for i in 0..5u8 {
@@ -226,7 +266,7 @@ mod tests {
 
     #[test]
     fn full_area_truncates_and_cow_sees_two_slices() {
-        let (mut kernel, sampler, aux) = sim(RingMode::Normal);
+        let (mut kernel, sampler, aux, _) = sim(RingMode::Normal);
         let tracer = AuxTracer::new(&sampler, aux);
         kernel.aux_output(&[1u8; 1000]).unwrap();
         assert_eq!(tracer.iter().next(None).unwrap().len(), 1000);
@@ -253,13 +293,14 @@ mod tests {
 
     #[test]
     fn snapshot_mode_returns_newest_bytes() {
-        let (mut kernel, sampler, mut aux) = sim(RingMode::Overwrite);
+        let (mut kernel, sampler, aux, control) = sim(RingMode::Overwrite);
         let bytes: Vec<u8> = (0..1500u32).map(|b| b as u8).collect();
-        kernel.aux_output_overwrite(&mut aux, &bytes).unwrap();
+        kernel.aux_output_overwrite(&bytes).unwrap();
         let tracer = AuxTracer::new(&sampler, aux);
         let got = tracer.iter().next(Some(100)).unwrap();
         assert_eq!(&got[..], &bytes[1400..]);
         assert!(tracer.iter().next(None).is_none());
+        assert!(control.is_enabled(), "started again after the copy");
         let records: Vec<_> = sampler.iter().collect();
         assert!(records
             .iter()
