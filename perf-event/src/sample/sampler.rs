@@ -366,6 +366,8 @@ fn has_side_band(attr: &perf_event_attr) -> bool {
         || attr.cgroup() != 0
         || attr.text_poke() != 0
         || attr.aux_output() != 0
+        || attr.inherit_stat() != 0
+        || attr.defer_output() != 0
 }
 
 impl Sampler {
