@@ -638,9 +638,8 @@ fn stress(run: Duration) {
     // Below the kernel's throttling (perf_event_max_sample_rate per tick), so every fault is either a
     // sample or counted lost.
     let mut producer = Producer::spawn(20_000);
-    // SAFETY: getpid has no preconditions.
     let task = Task {
-        pid: unsafe { libc::getpid() } as u32,
+        pid: std::process::id(),
         tid: producer.tid,
     };
     let target = (Proc(producer.tid), Cpu::ALL);
