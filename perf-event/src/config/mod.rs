@@ -23,7 +23,8 @@ mod target;
 
 pub use target::*;
 
-pub use crate::sys::{online_cpus, KernelVersion};
+pub use crate::sys::online_cpus;
+pub use crate::version::KernelVersion;
 
 /// Options of an event: what to count, when to sample, what to record.
 ///

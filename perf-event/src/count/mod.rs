@@ -33,7 +33,8 @@ use perf_sys as sys;
 use sys::perf_event_attr;
 
 use crate::config::{attr, Opts, Target};
-use crate::error::{diagnose_open_on, Error, OpenRequest, Result};
+use crate::diagnose::{diagnose_open_on, OpenRequest};
+use crate::error::{Error, Result};
 use crate::event::Event;
 
 const GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
