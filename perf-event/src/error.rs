@@ -1,6 +1,8 @@
 //! The crate's error type. The diagnosis that turns a bare errno into one of its variants lives in
 //! the `diagnose` module; this module depends on nothing but the version type it names.
 
+use std::error::Error as _;
+use std::fmt;
 use std::io;
 
 use crate::version::KernelVersion;
@@ -13,7 +15,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Opening errors are diagnosed: the message names what was refused and what would work (the
 /// `perf_event_paranoid` level, a missing PMU, an option newer than the running kernel, ...).
 /// `?` converts it into [`io::Error`] for I/O code; the message is kept.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message too, followed by any cause it does not already quote, so that
+/// `fn main() -> Result<(), Error>` (which prints `Error: {e:?}`) shows what to change, not a
+/// struct dump; `{:#?}` prefixes the variant's name (`Error::BadCpu: CPU 9999 is not online...`).
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// `EACCES`/`EPERM`: the kernel refused the event for lack of privilege.
@@ -188,6 +194,28 @@ impl Error {
         }
     }
 
+    /// The variant's name, for `{:#?}`.
+    fn variant(&self) -> &'static str {
+        match self {
+            Self::Permission { .. } => "Permission",
+            Self::NotSupported { .. } => "NotSupported",
+            Self::KernelTooOld { .. } => "KernelTooOld",
+            Self::Cgroup { .. } => "Cgroup",
+            Self::TooManyFiles { .. } => "TooManyFiles",
+            Self::NoSuchProcess { .. } => "NoSuchProcess",
+            Self::BadCpu { .. } => "BadCpu",
+            Self::NoBreakpointSlot { .. } => "NoBreakpointSlot",
+            Self::Open { .. } => "Open",
+            Self::PinnedCounterInError => "PinnedCounterInError",
+            Self::ShortRead { .. } => "ShortRead",
+            Self::Parse { .. } => "Parse",
+            Self::Io { .. } => "Io",
+            Self::Ring(_) => "Ring",
+            Self::SamplerExists => "SamplerExists",
+            Self::Sampling(_) => "Sampling",
+        }
+    }
+
     fn source_io(&self) -> Option<&io::Error> {
         match self {
             Self::Permission { source, .. }
@@ -205,6 +233,32 @@ impl Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "Error::{}: ", self.variant())?;
+        }
+        let mut shown = self.to_string();
+        f.write_str(&shown)?;
+        // Most messages quote their errno already; add only the causes they do not.
+        let mut heading = true;
+        let mut cause = self.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !shown.contains(&text) {
+                if heading {
+                    f.write_str("\n\nCaused by:")?;
+                    heading = false;
+                }
+                write!(f, "\n    {text}")?;
+                shown.push_str(&text);
+            }
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
 impl From<Error> for io::Error {
     fn from(e: Error) -> Self {
         io::Error::new(e.kind(), e)
@@ -214,5 +268,43 @@ impl From<Error> for io::Error {
 impl From<std::convert::Infallible> for Error {
     fn from(e: std::convert::Infallible) -> Self {
         match e {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(Leaf);
+    #[derive(Debug)]
+    struct Leaf;
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the outer failure")
+        }
+    }
+    impl fmt::Display for Leaf {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the leaf cause")
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    impl std::error::Error for Leaf {}
+
+    #[test]
+    fn debug_is_the_message_then_the_causes_it_does_not_quote() {
+        let e = Error::io("reading x", io::Error::other(Outer(Leaf)));
+        assert_eq!(
+            format!("{e:?}"),
+            "reading x: the outer failure\n\nCaused by:\n    the leaf cause"
+        );
+        assert!(format!("{e:#?}").starts_with("Error::Io: reading x: "));
+        let quoted = Error::io("reading y", io::Error::from_raw_os_error(libc::EBADF));
+        assert_eq!(format!("{quoted:?}"), quoted.to_string());
     }
 }

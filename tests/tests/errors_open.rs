@@ -328,3 +328,41 @@ fn a_cgroup_without_perf_event_state_is_named_not_the_event() {
     );
     assert!(!msg.contains("does not know event"), "{msg}");
 }
+
+/// `fn main() -> Result<(), perf_event::Error>` prints `Error: {e:?}` when it returns an error
+/// (std's `Termination` for `Result`), so `Debug` is the message and what caused it: never a
+/// struct dump (`Ring(Map { area: "aux", .., hint: ": this event's PMU ..." })` before).
+#[test]
+fn debug_is_the_message_main_prints() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let dead = Counter::new(Software::TaskClock, (Proc(pid), Cpu::ALL), Opts::default());
+    let mut o = Opts::default();
+    o.exclude.kernel = true;
+    o.sample_on = perf_event::config::SampleOn::Count(1000);
+    let c = Counter::new(Software::Dummy, ME, &o).unwrap();
+    let s = c.sampler(0).unwrap();
+    let errors = [
+        dead.unwrap_err(),
+        s.aux_tracer(2).unwrap_err(),
+        Event::parse("nosuchpmu/event=1/").unwrap_err(),
+        Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(9999)), &o).unwrap_err(),
+    ];
+    for e in errors {
+        let display = e.to_string();
+        let debug = format!("{e:?}");
+        println!("Error: {debug}");
+        assert!(debug.starts_with(&display), "{debug}");
+        for dump in [" { ", "source:", "Os {", "hint:"] {
+            assert!(!debug.contains(dump), "a struct dump: {debug}");
+        }
+        assert!(
+            !display.starts_with(": ") && !display.contains(": :") && !display.contains("(): "),
+            "{display}"
+        );
+        // `{:#?}` adds which variant it is, for people matching on it.
+        let alt = format!("{e:#?}");
+        assert!(alt.starts_with("Error::") && alt.ends_with(&debug), "{alt}");
+    }
+}

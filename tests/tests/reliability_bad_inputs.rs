@@ -102,13 +102,23 @@ impl Matrix {
                 println!("[ok?] {name}: {msg}");
                 if !variant_ok {
                     self.failures
-                        .push(format!("{name}: unexpected variant {e:?}"));
+                        .push(format!("{name}: unexpected variant {e:#?}"));
                 }
                 for w in words {
                     if !msg.contains(w) {
                         self.failures
                             .push(format!("{name}: message lacks {w:?}: {msg}"));
                     }
+                }
+                // What `main` prints when it returns the error (`Error: {e:?}`) is the message, and
+                // no fragment of it starts a clause with a stray separator.
+                if !format!("{e:?}").starts_with(&msg) {
+                    self.failures
+                        .push(format!("{name}: Debug is not the message: {e:?}"));
+                }
+                if msg.starts_with(": ") || msg.contains(": :") || msg.contains("; ;") {
+                    self.failures
+                        .push(format!("{name}: a stray separator: {msg}"));
                 }
                 // The message survives conversion into io::Error.
                 let io: std::io::Error = e.into();
