@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use perf_sys as sys;
 
-use crate::config::Target;
+use crate::config::{OutOfRange, Target};
 use crate::error::Error;
 use crate::sys::{has_cpu_pmu, online_cpus, paranoid, pmu_name, pmus};
 use crate::version::KernelVersion;
@@ -32,6 +32,52 @@ pub(crate) fn diagnose_open_on(source: io::Error, req: &OpenRequest<'_>, target:
         _ => None,
     };
     diagnose(source, req, path)
+}
+
+/// The refusal of `target`, whose pid or CPU (`bad`) does not fit the syscall's `i32`.
+pub(crate) fn out_of_range(bad: OutOfRange, target: &Target) -> Error {
+    // CPU-wide and cgroup counting need a real CPU: "any CPU" is no way out for them.
+    let needs_cpu = target.is_cgroup() || target.pid == -1;
+    let (what, value) = match bad {
+        OutOfRange::Pid(v) => ("pid", v),
+        OutOfRange::Cpu(v) => ("CPU", v),
+    };
+    let wrapped = value as i32;
+    let mut detail = format!(
+        "perf_event_open takes a {what} as a signed 32-bit number (at most {}), and this one \
+         would wrap to {wrapped}",
+        i32::MAX
+    );
+    match (bad, wrapped) {
+        (OutOfRange::Pid(_), -1) => detail.push_str(
+            ", which means every task; to count every task on a CPU, use Proc::ALL with that Cpu",
+        ),
+        (OutOfRange::Cpu(_), -1) if needs_cpu => detail.push_str(
+            ", which means any CPU; CPU-wide and cgroup counting need one CPU per counter: \
+             open one per CPU (PerCpu does)",
+        ),
+        (OutOfRange::Cpu(_), -1) => {
+            detail.push_str(", which means any CPU; to follow the task on every CPU, use Cpu::ALL")
+        }
+        _ => {}
+    }
+    match bad {
+        OutOfRange::Pid(_) => {
+            if let Some(max) = crate::sys::pid_max() {
+                detail.push_str(&format!("; pids here are below {max} (kernel.pid_max)"));
+            }
+        }
+        OutOfRange::Cpu(_) => {
+            if let Ok(online) = online_cpus() {
+                detail.push_str(&format!("; online CPUs: {}", cpu_list(&online)));
+            }
+        }
+    }
+    Error::TargetOutOfRange {
+        what,
+        value,
+        detail,
+    }
 }
 
 fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBuf>) -> Error {

@@ -92,6 +92,18 @@ pub enum Error {
         /// The errno.
         source: io::Error,
     },
+    /// A pid or CPU number above `i32::MAX`, refused before the open: `perf_event_open(2)` takes
+    /// both as signed 32-bit numbers, and a wrapped value would mean something else (-1 is "every
+    /// task" or "any CPU").
+    #[error("{what} {value} is out of range: {detail}")]
+    TargetOutOfRange {
+        /// `"pid"` or `"CPU"`.
+        what: &'static str,
+        /// The number asked for.
+        value: u32,
+        /// What it would have become and what to use instead.
+        detail: String,
+    },
     /// The CPU asked for is not online (or does not exist).
     #[error("CPU {cpu} is not online; online CPUs: {online} ({source})")]
     BadCpu {
@@ -187,7 +199,7 @@ impl Error {
         match self {
             Self::PinnedCounterInError => io::ErrorKind::Other,
             Self::ShortRead { .. } => io::ErrorKind::UnexpectedEof,
-            Self::Parse { .. } => io::ErrorKind::InvalidInput,
+            Self::Parse { .. } | Self::TargetOutOfRange { .. } => io::ErrorKind::InvalidInput,
             _ => self
                 .source_io()
                 .map_or(io::ErrorKind::Other, io::Error::kind),
@@ -203,6 +215,7 @@ impl Error {
             Self::Cgroup { .. } => "Cgroup",
             Self::TooManyFiles { .. } => "TooManyFiles",
             Self::NoSuchProcess { .. } => "NoSuchProcess",
+            Self::TargetOutOfRange { .. } => "TargetOutOfRange",
             Self::BadCpu { .. } => "BadCpu",
             Self::NoBreakpointSlot { .. } => "NoBreakpointSlot",
             Self::Open { .. } => "Open",

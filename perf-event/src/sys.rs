@@ -53,6 +53,15 @@ pub(crate) fn paranoid() -> Option<i32> {
         .ok()
 }
 
+/// `/proc/sys/kernel/pid_max`, or `None` when unreadable.
+pub(crate) fn pid_max() -> Option<u32> {
+    fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Every PMU in sysfs with its type number.
 pub(crate) fn pmus() -> Vec<(String, Option<u32>)> {
     let Ok(dir) = fs::read_dir(PMU_DIR) else {

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc, SampleOn};
 use perf_event::config::{Inherit, SigData};
-use perf_event::count::Counter;
+use perf_event::count::{Counter, PerCpu};
 use perf_event::event::bp::{Breakpoint, Len, Type};
 use perf_event::event::dp::{DynamicPmu, Uprobe};
 use perf_event::event::hw::Hardware;
@@ -299,6 +299,139 @@ fn bad_input_matrix() {
             Counter::new(Software::TaskClock, (Proc(0x7fff_fff0), Cpu::ALL), user()),
             |e| matches!(e, Error::NoSuchProcess { .. }),
             &["pid 2147483632"],
+        )
+    });
+    // A pid or CPU above i32::MAX: once cast to the syscall's i32, u32::MAX became -1 ("every
+    // task", "any CPU") and widened the target silently; 2^31 gave a bare EINVAL.
+    m.case("pid u32::MAX (would be -1, every task)", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc(u32::MAX), Cpu::ALL), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["pid 4294967295", "Proc::ALL"],
+        )
+    });
+    m.case(
+        "pid u32::MAX on CPU 0 (would count every task there)",
+        || {
+            expect(
+                Counter::new(Software::TaskClock, (Proc(u32::MAX), Cpu(0)), user()),
+                |e| {
+                    matches!(
+                        e,
+                        Error::TargetOutOfRange {
+                            value: u32::MAX,
+                            ..
+                        }
+                    )
+                },
+                &["pid 4294967295", "every task"],
+            )
+        },
+    );
+    m.case("CPU u32::MAX (would be -1, any CPU)", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295", "Cpu::ALL", "online CPUs"],
+        )
+    });
+    m.case("CPU 2^31", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(1 << 31)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: 0x8000_0000,
+                        ..
+                    }
+                )
+            },
+            &["CPU 2147483648", "online CPUs"],
+        )
+    });
+    m.case("CPU-wide on CPU u32::MAX", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::ALL, Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
+        )
+    });
+    m.case("per-CPU set of pid u32::MAX", || {
+        expect(
+            PerCpu::counters(Software::TaskClock, Proc(u32::MAX), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["pid 4294967295"],
+        )
+    });
+    m.case("per-CPU set on CPU u32::MAX", || {
+        expect(
+            PerCpu::counters_on(
+                &Software::TaskClock.into(),
+                &[u32::MAX],
+                Proc::CURRENT,
+                user(),
+            ),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
+        )
+    });
+    m.case("cgroup on CPU u32::MAX", || {
+        let Ok(f) = std::fs::File::open("/sys/fs/cgroup") else {
+            return Skipped("no /sys/fs/cgroup".into());
+        };
+        expect(
+            Counter::new(Software::TaskClock, (Cgroup(&f), Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
         )
     });
     m.case("directory that is not a cgroup", || {

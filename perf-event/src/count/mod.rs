@@ -33,7 +33,7 @@ use perf_sys as sys;
 use sys::perf_event_attr;
 
 use crate::config::{attr, Opts, Target};
-use crate::diagnose::{diagnose_open_on, OpenRequest};
+use crate::diagnose::{diagnose_open_on, out_of_range, OpenRequest};
 use crate::error::{Error, Result};
 use crate::event::Event;
 
@@ -70,7 +70,8 @@ impl Counter {
     /// The open's errno, diagnosed: [`Error::Permission`] (with `perf_event_paranoid` and what would
     /// work), [`Error::NotSupported`] (missing PMU or event), [`Error::KernelTooOld`],
     /// [`Error::TooManyFiles`], [`Error::NoSuchProcess`], [`Error::BadCpu`], ... and the event's own
-    /// conversion error (e.g. an unknown event name).
+    /// conversion error (e.g. an unknown event name). [`Error::TargetOutOfRange`], before the
+    /// open, for a pid or CPU above `i32::MAX`.
     pub fn new<E>(event: E, target: impl Into<Target>, opts: impl Borrow<Opts>) -> Result<Self>
     where
         E: TryInto<Event>,
@@ -118,6 +119,9 @@ impl Counter {
         target: Target,
         group: Option<BorrowedFd<'_>>,
     ) -> Result<Self> {
+        if let Some(bad) = target.out_of_range {
+            return Err(out_of_range(bad, &target));
+        }
         let pid = target.pid_arg().map_err(|errno| {
             Error::io(
                 "duplicating the cgroup fd",
