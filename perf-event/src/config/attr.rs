@@ -229,6 +229,21 @@ mod tests {
     }
 
     #[test]
+    fn the_default_call_chain_has_kernel_and_user_frames_up_to_the_system_maximum() {
+        let mut o = Opts {
+            sample_on: SampleOn::Count(1000),
+            ..Opts::default()
+        };
+        o.sample_format.call_chain = Some(CallChain::default());
+        let a = build(&Software::TaskClock.into(), &o);
+        assert_eq!(a.sample_type, u64::from(sys::PERF_SAMPLE_CALLCHAIN));
+        assert_eq!(a.exclude_callchain_user(), 0);
+        assert_eq!(a.exclude_callchain_kernel(), 0);
+        assert_eq!(a.defer_callchain(), 0);
+        assert_eq!(a.sample_max_stack, 0, "0 = kernel.perf_event_max_stack");
+    }
+
+    #[test]
     fn options_map_to_their_bits() {
         let mut o = Opts::default();
         o.exclude.kernel = true;

@@ -339,8 +339,27 @@ pub enum Repr {
     Vars,
 }
 
-/// Call chain options.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Call chain options ([`SampleFormat::call_chain`]).
+///
+/// `CallChain::default()` is the kernel's own default: kernel and user frames, none excluded, no
+/// deferral, and up to `kernel.perf_event_max_stack` frames (127 unless the sysctl was changed).
+/// Setting `call_chain = Some(..)` is what turns call chains on; `Default` only fills in the
+/// options, so spelling out every field (as the spec's examples do) still works:
+///
+/// ```
+/// use perf_event::config::{CallChain, Opts, SampleOn};
+///
+/// let mut opts = Opts::default();
+/// opts.sample_on = SampleOn::Count(100_000);
+/// opts.exclude.kernel = true; // unprivileged: user space only...
+/// opts.sample_format.call_chain = Some(CallChain {
+///     exclude_kernel: true, // ...so leave the kernel frames out of the chain too
+///     ..CallChain::default()
+/// });
+/// # let full = CallChain { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: 0 };
+/// # assert_eq!(full, CallChain::default());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CallChain {
     /// Leave out user frames (`exclude_callchain_user`).
@@ -349,7 +368,9 @@ pub struct CallChain {
     pub exclude_kernel: bool,
     /// Defer the user part to a separate record (`defer_callchain`). Since Linux 6.19.
     pub defer_user: bool,
-    /// At most this many frames (`sample_max_stack`; 0 = the system default). Since Linux 4.8.
+    /// At most this many frames (`sample_max_stack`; 0 = the system maximum,
+    /// `kernel.perf_event_max_stack`). Above that maximum the open fails (`EOVERFLOW`, explained).
+    /// Since Linux 4.8.
     pub max_stack_frames: u16,
 }
 
