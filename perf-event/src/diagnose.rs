@@ -80,6 +80,79 @@ pub(crate) fn out_of_range(bad: OutOfRange, target: &Target) -> Error {
     }
 }
 
+/// The kernel's largest `sample_stack_user`: below `USHRT_MAX` (a record's size is 16-bit) and a
+/// multiple of 8.
+const MAX_USER_STACK: u32 = 65528;
+
+/// Checks `attr` against the rules every kernel applies the same way (`perf_copy_attr`,
+/// `perf_event_open`: part of the ABI, not a version's feature), so that breaking one is
+/// explained before the syscall rather than left to a bare `EINVAL`.
+pub(crate) fn check_fixed_rules(event: &str, a: &sys::perf_event_attr) -> Result<(), Error> {
+    let refuse = |detail: String| {
+        Err(Error::InvalidOption {
+            event: event.to_owned(),
+            detail,
+        })
+    };
+    if a.sample_type & u64::from(sys::PERF_SAMPLE_STACK_USER) != 0 {
+        let size = a.sample_stack_user;
+        let shown = format!(
+            "sample_format.user_stack = Some(Size({size})) (sample_stack_user) is refused by every \
+             kernel:"
+        );
+        if size > MAX_USER_STACK {
+            return refuse(format!(
+                "{shown} the size must be below 65535 (a record's size is a 16-bit field) and a \
+                 multiple of 8, so at most Size({MAX_USER_STACK})"
+            ));
+        }
+        if !size.is_multiple_of(8) {
+            let down = size / 8 * 8;
+            return refuse(format!(
+                "{shown} the size must be a multiple of 8, e.g. Size({down}) or Size({})",
+                down + 8
+            ));
+        }
+    }
+    let period = a.sample_period_or_freq();
+    if a.freq() == 0 && period >> 63 != 0 {
+        return refuse(format!(
+            "sample_on = SampleOn::Count({period}) (sample_period) is refused by every kernel: \
+             a sample period must be below 2^63 ({})",
+            1u64 << 63
+        ));
+    }
+    Ok(())
+}
+
+/// `/proc/sys/kernel/perf_event_max_stack`, when readable.
+fn max_stack() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Why the kernel said `EOVERFLOW`: a call chain deeper than `kernel.perf_event_max_stack`
+/// (`get_callchain_buffers`).
+fn overflow_detail(a: &sys::perf_event_attr) -> Option<String> {
+    if a.sample_type & u64::from(sys::PERF_SAMPLE_CALLCHAIN) == 0 {
+        return None;
+    }
+    let frames = a.sample_max_stack;
+    let limit = match max_stack() {
+        Some(max) => format!("which is {max} here"),
+        None => "unreadable here (127 unless changed)".to_owned(),
+    };
+    Some(format!(
+        "call_chain.max_stack_frames = {frames} (sample_max_stack) is above \
+         kernel.perf_event_max_stack, {limit}: ask for fewer frames (0 means that maximum), or \
+         raise the limit with `sysctl kernel.perf_event_max_stack={frames}` (as root, while no \
+         event with call chains is open)"
+    ))
+}
+
 fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBuf>) -> Error {
     let event = req.event.to_owned();
     let errno = source.raw_os_error().unwrap_or(0);
@@ -151,6 +224,11 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
                 source,
             }
         }
+        libc::EOVERFLOW => Error::Open {
+            event,
+            detail: overflow_detail(req.attr).unwrap_or_else(|| "perf_event_open failed".into()),
+            source,
+        },
         libc::EMFILE => {
             let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
             let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |v| v.to_string());
@@ -673,6 +751,34 @@ pub(crate) fn options_set(a: &sys::perf_event_attr) -> Vec<(&'static str, Kernel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_rules_are_the_kernels_boundaries() {
+        let mut a = sys::perf_event_attr {
+            sample_type: u64::from(sys::PERF_SAMPLE_STACK_USER),
+            ..Default::default()
+        };
+        for (size, ok) in [
+            (0, true),
+            (8, true),
+            (65528, true),
+            (4, false),
+            (65536, false),
+        ] {
+            a.sample_stack_user = size;
+            assert_eq!(check_fixed_rules("e", &a).is_ok(), ok, "stack {size}");
+        }
+        a.sample_stack_user = 8;
+        a.__bindgen_anon_1.sample_period = 1 << 63;
+        let e = check_fixed_rules("e", &a).unwrap_err();
+        assert!(
+            e.to_string().starts_with("e: sample_on = SampleOn::Count("),
+            "{e}"
+        );
+        // A frequency is checked against kernel.perf_event_max_sample_rate, after the open.
+        a.set_freq(1);
+        assert!(check_fixed_rules("e", &a).is_ok());
+    }
 
     #[test]
     fn cpu_ranges() {

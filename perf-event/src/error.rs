@@ -125,6 +125,15 @@ pub enum Error {
         /// The errno.
         source: io::Error,
     },
+    /// An option every kernel refuses (a rule of the fixed ABI, such as a user stack size that is
+    /// not a multiple of 8), refused before the open with what would be accepted.
+    #[error("{event}: {detail}")]
+    InvalidOption {
+        /// The event that was being opened.
+        event: String,
+        /// The option, the rule it breaks, and values that keep it.
+        detail: String,
+    },
     /// Any other refusal by `perf_event_open(2)`.
     #[error("{event}: {detail} ({source})")]
     Open {
@@ -199,7 +208,9 @@ impl Error {
         match self {
             Self::PinnedCounterInError => io::ErrorKind::Other,
             Self::ShortRead { .. } => io::ErrorKind::UnexpectedEof,
-            Self::Parse { .. } | Self::TargetOutOfRange { .. } => io::ErrorKind::InvalidInput,
+            Self::Parse { .. } | Self::TargetOutOfRange { .. } | Self::InvalidOption { .. } => {
+                io::ErrorKind::InvalidInput
+            }
             _ => self
                 .source_io()
                 .map_or(io::ErrorKind::Other, io::Error::kind),
@@ -218,6 +229,7 @@ impl Error {
             Self::TargetOutOfRange { .. } => "TargetOutOfRange",
             Self::BadCpu { .. } => "BadCpu",
             Self::NoBreakpointSlot { .. } => "NoBreakpointSlot",
+            Self::InvalidOption { .. } => "InvalidOption",
             Self::Open { .. } => "Open",
             Self::PinnedCounterInError => "PinnedCounterInError",
             Self::ShortRead { .. } => "ShortRead",

@@ -10,7 +10,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
 
-use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc, SampleOn};
+use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc, SampleOn, Size};
 use perf_event::config::{Inherit, SigData};
 use perf_event::count::{Counter, PerCpu};
 use perf_event::event::bp::{Breakpoint, Len, Type};
@@ -486,6 +486,72 @@ fn bad_input_matrix() {
             Counter::new(Software::CpuClock, ME, &o),
             |e| matches!(e, Error::Open { .. }),
             &["perf_event_max_sample_rate"],
+        )
+    });
+    m.case(
+        "max_stack_frames above kernel.perf_event_max_stack (EOVERFLOW)",
+        || {
+            let max: u32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(127);
+            let Ok(frames) = u16::try_from(max + 1) else {
+                return Skipped(format!("perf_event_max_stack is {max}, above any u16"));
+            };
+            let mut o = sampling();
+            o.sample_format.call_chain = Some(CallChain {
+                max_stack_frames: frames,
+                ..CallChain::default()
+            });
+            match expect(
+                Counter::new(Software::TaskClock, ME, &o),
+                |e| matches!(e, Error::Open { .. }) && e.raw_os_error() == Some(libc::EOVERFLOW),
+                &[
+                    "call_chain.max_stack_frames",
+                    "kernel.perf_event_max_stack",
+                    "sysctl kernel.perf_event_max_stack=",
+                ],
+            ) {
+                // The limit's current value is in the message too.
+                Failed(e, ok, w) => {
+                    let ok = ok && e.to_string().contains(&format!("which is {max} here"));
+                    Failed(e, ok, w)
+                }
+                other => other,
+            }
+        },
+    );
+    m.case("user stack size not a multiple of 8", || {
+        let mut o = sampling();
+        o.sample_format.user_stack = Some(Size(100));
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &[
+                "user_stack",
+                "Size(100)",
+                "multiple of 8",
+                "Size(96)",
+                "Size(104)",
+            ],
+        )
+    });
+    m.case("user stack size of 64 KiB", || {
+        let mut o = sampling();
+        o.sample_format.user_stack = Some(Size(65536));
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &["user_stack", "Size(65536)", "below 65535", "Size(65528)"],
+        )
+    });
+    m.case("sample period with bit 63 set", || {
+        let mut o = user();
+        o.sample_on = SampleOn::Count(1 << 63);
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &["SampleOn::Count(9223372036854775808)", "below 2^63"],
         )
     });
     m.case("sigtrap without remove_on_exec", || {

@@ -33,7 +33,7 @@ use perf_sys as sys;
 use sys::perf_event_attr;
 
 use crate::config::{attr, Opts, Target};
-use crate::diagnose::{diagnose_open_on, out_of_range, OpenRequest};
+use crate::diagnose::{check_fixed_rules, diagnose_open_on, out_of_range, OpenRequest};
 use crate::error::{Error, Result};
 use crate::event::Event;
 
@@ -70,8 +70,10 @@ impl Counter {
     /// The open's errno, diagnosed: [`Error::Permission`] (with `perf_event_paranoid` and what would
     /// work), [`Error::NotSupported`] (missing PMU or event), [`Error::KernelTooOld`],
     /// [`Error::TooManyFiles`], [`Error::NoSuchProcess`], [`Error::BadCpu`], ... and the event's own
-    /// conversion error (e.g. an unknown event name). [`Error::TargetOutOfRange`], before the
-    /// open, for a pid or CPU above `i32::MAX`.
+    /// conversion error (e.g. an unknown event name). Before the open: [`Error::TargetOutOfRange`]
+    /// for a pid or CPU above `i32::MAX`, [`Error::InvalidOption`] for an option no kernel takes
+    /// (a user stack size that is not a multiple of 8 or not below 65535, a period of 2^63 or
+    /// more).
     pub fn new<E>(event: E, target: impl Into<Target>, opts: impl Borrow<Opts>) -> Result<Self>
     where
         E: TryInto<Event>,
@@ -122,6 +124,7 @@ impl Counter {
         if let Some(bad) = target.out_of_range {
             return Err(out_of_range(bad, &target));
         }
+        check_fixed_rules(event.name(), &attr)?;
         let pid = target.pid_arg().map_err(|errno| {
             Error::io(
                 "duplicating the cgroup fd",
