@@ -45,8 +45,26 @@ pub struct Opts {
     pub inherit: Option<Inherit>,
     /// What happens on `execve(2)` (`enable_on_exec`, `remove_on_exec`).
     pub on_execve: Option<OnExecve>,
-    /// What a read returns besides the count (`read_format`).
+    /// What a read returns besides the count (`read_format`). A sampling counter also gets
+    /// `lost_records` where the kernel has it, unless [`exact_stat_format`](Self::exact_stat_format).
     pub stat_format: StatFormat,
+    /// Open with exactly [`stat_format`](Self::stat_format).
+    ///
+    /// By default (`false`) a sampling counter (a non-zero [`sample_on`](Self::sample_on)) also
+    /// reads the kernel's own count of the records it lost (`PERF_FORMAT_LOST`), so that
+    /// [`Sampler::lost`](crate::sample::Sampler::lost) and [`Stat::lost_records`] are exact: the
+    /// kernel writes its last `PERF_RECORD_LOST` only once a later record fits. That is added only
+    /// where the kernel takes it (Linux 6.0, and older stable kernels that have it): if the open is
+    /// refused with `EINVAL` with it, it is opened again without, and not asked for again in this
+    /// process. [`Counter::attr`](crate::count::Counter::attr) is the attr actually opened, and
+    /// parsers follow it. Set this when your own code reads the counter, or the values of
+    /// `sample_format.stat`, with a fixed layout. `stat_format.lost_records = true` asks for the
+    /// count in every case (and fails on a kernel without it).
+    ///
+    /// [`Stat::lost_records`]: crate::count::Stat::lost_records
+    #[doc(alias = "PERF_FORMAT_LOST")]
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub exact_stat_format: bool,
     /// Start counting at once (`disabled = 0`). Default: start disabled.
     pub enable: bool,
     /// When to take a sample (`sample_period` / `sample_freq` + `freq`).
@@ -145,6 +163,10 @@ pub struct StatFormat {
     #[doc(alias = "PERF_FORMAT_TOTAL_TIME_RUNNING")]
     pub time_running: bool,
     /// Number of lost records (`PERF_FORMAT_LOST`). Since Linux 6.0.
+    ///
+    /// `true` asks for it (the open fails with [`KernelTooOld`](crate::Error::KernelTooOld) on a
+    /// kernel without it). `false` leaves it to the default: sampling counters get it where the
+    /// kernel has it; see [`Opts::exact_stat_format`].
     #[doc(alias = "PERF_FORMAT_LOST")]
     pub lost_records: bool,
     /// Read the whole group in one read (`PERF_FORMAT_GROUP`).
