@@ -22,6 +22,8 @@ pub(crate) struct OpenRequest<'a> {
     pub pid: i32,
     pub cpu: i32,
     pub cgroup: bool,
+    /// The size of the kernel's own `perf_event_attr`, as it wrote it back on `E2BIG`.
+    pub kernel_attr_size: Option<u32>,
 }
 
 /// Turns the errno of a failed open on `target` into an [`Error`] that explains it; a refused
@@ -188,6 +190,7 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
                     option,
                     since,
                     running,
+                    detail: None,
                     source,
                 };
             }
@@ -197,6 +200,21 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
                 source,
             }
         }
+        libc::E2BIG if req.kernel_attr_size.is_some_and(|k| k < req.attr.size) => {
+            let kernel_size = req.kernel_attr_size.unwrap_or_default();
+            let running = KernelVersion::running();
+            let release = running.as_ref().map_or_else(
+                || {
+                    rustix::system::uname()
+                        .release()
+                        .to_string_lossy()
+                        .into_owned()
+                },
+                |(_, r)| r.clone(),
+            );
+            let version = running.map(|(v, _)| v);
+            too_big(event, req.attr, kernel_size, version, release, source)
+        }
         libc::EINVAL | libc::E2BIG | libc::ENODEV => {
             if let Some((option, since, running)) = too_new_option(req.attr) {
                 return Error::KernelTooOld {
@@ -204,6 +222,7 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
                     option,
                     since,
                     running,
+                    detail: None,
                     source,
                 };
             }
@@ -529,6 +548,132 @@ pub(crate) fn cpu_list(cpus: &[u32]) -> String {
     out
 }
 
+/// The oldest kernel the matrix (`cargo xtask kernel-matrix`) boots: what this crate is proven on.
+const PROVEN_SINCE: KernelVersion = KernelVersion::new(5, 10);
+
+/// The fields of `perf_event_attr` from byte 96 (`PERF_ATTR_SIZE_VER3`, Linux 3.7) on: where each
+/// starts, the option that sets it, the Linux version that added it (the one whose attr first
+/// reached past it), and whether an attr sets it. A kernel whose attr ends before a field refuses
+/// a non-zero value there with `E2BIG`, and takes it zero.
+type TailField = (
+    usize,
+    &'static str,
+    KernelVersion,
+    fn(&sys::perf_event_attr) -> bool,
+);
+const TAIL_FIELDS: [TailField; 8] = {
+    use core::mem::offset_of;
+    use sys::perf_event_attr as A;
+    let v = KernelVersion::new;
+    [
+        (
+            offset_of!(A, sample_regs_intr),
+            "sample_format.intr_regs (sample_regs_intr)",
+            v(3, 19),
+            |a| a.sample_regs_intr != 0,
+        ),
+        (
+            offset_of!(A, aux_watermark),
+            "wake_up.on_aux_bytes (aux_watermark)",
+            v(4, 1),
+            |a| a.aux_watermark != 0,
+        ),
+        (
+            offset_of!(A, sample_max_stack),
+            "call_chain.max_stack_frames (sample_max_stack)",
+            v(4, 8),
+            |a| a.sample_max_stack != 0,
+        ),
+        (
+            offset_of!(A, aux_sample_size),
+            "sample_format.aux size (aux_sample_size)",
+            v(5, 5),
+            |a| a.aux_sample_size != 0,
+        ),
+        (
+            offset_of!(A, __bindgen_anon_5),
+            "pause_aux / aux_on_sample (aux_action)",
+            v(6, 13),
+            |a| a.aux_action() != 0,
+        ),
+        (
+            offset_of!(A, sig_data),
+            "sigtrap_on_sample data (sig_data)",
+            v(5, 13),
+            |a| a.sig_data != 0,
+        ),
+        (offset_of!(A, config3), "config3", v(6, 3), |a| {
+            a.config3 != 0
+        }),
+        (offset_of!(A, config4), "config4", v(6, 19), |a| {
+            a.config4 != 0
+        }),
+    ]
+};
+
+/// The options `a` sets at or past byte `from`, with the Linux version each needs.
+fn set_from(a: &sys::perf_event_attr, from: u32) -> Vec<(&'static str, KernelVersion)> {
+    TAIL_FIELDS
+        .iter()
+        .filter(|(at, _, _, set)| *at >= from as usize && set(a))
+        .map(|&(_, name, since, _)| (name, since))
+        .collect()
+}
+
+/// The refusal of an attr with options past the end of the kernel's own (`E2BIG`; the kernel's
+/// attr has `kernel_size` bytes): the option needing the newest kernel leads, the detail lists
+/// every one with its version, and a kernel older than the proven range (or of unknown version)
+/// is told so.
+fn too_big(
+    event: String,
+    a: &sys::perf_event_attr,
+    kernel_size: u32,
+    version: Option<KernelVersion>,
+    running: String,
+    source: io::Error,
+) -> Error {
+    let past = set_from(a, kernel_size);
+    let Some(&(option, since)) = past.iter().max_by_key(|(_, since)| *since) else {
+        // Nothing we know of is set past it: the kernel's ABI is not what we think.
+        return Error::Open {
+            event,
+            detail: format!(
+                "this kernel's perf_event_attr has {kernel_size} bytes and it refused a field \
+                 past them that is set; check what Counter::new_with's edit wrote there"
+            ),
+            source,
+        };
+    };
+    let fields = match past.as_slice() {
+        [_] => format!("{option} lies past them"),
+        more => {
+            let list: Vec<String> = more
+                .iter()
+                .map(|(name, since)| format!("{name} (Linux {since})"))
+                .collect();
+            format!("these options lie past them: {}", list.join(", "))
+        }
+    };
+    let mut detail = format!(
+        "its perf_event_attr has {kernel_size} bytes and {fields} (a kernel takes this crate's \
+         {}-byte attr only while the bytes it does not know are zero)",
+        a.size
+    );
+    if version.is_none_or(|v| v < PROVEN_SINCE) {
+        detail.push_str(&format!(
+            "; this crate is tested on Linux {PROVEN_SINCE} and newer only"
+        ));
+    }
+    Error::KernelTooOld {
+        event,
+        option,
+        since,
+        running,
+        detail: Some(detail),
+        source,
+    }
+}
+
 /// The first option set in `attr` that the running kernel is too old for.
 fn too_new_option(attr: &sys::perf_event_attr) -> Option<(&'static str, KernelVersion, String)> {
     let (running, release) = KernelVersion::running()?;
@@ -778,6 +923,95 @@ mod tests {
         // A frequency is checked against kernel.perf_event_max_sample_rate, after the open.
         a.set_freq(1);
         assert!(check_fixed_rules("e", &a).is_ok());
+    }
+
+    /// What a kernel without `config3`, `sig_data`, ... says: `E2BIG`, its own size written back.
+    fn e2big_from(
+        a: &sys::perf_event_attr,
+        kernel_size: u32,
+        version: Option<KernelVersion>,
+    ) -> String {
+        let e = too_big(
+            "task-clock".into(),
+            a,
+            kernel_size,
+            version,
+            "4.19.0-27-amd64".into(),
+            io::Error::from_raw_os_error(libc::E2BIG),
+        );
+        assert!(matches!(e, Error::KernelTooOld { .. }), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn e2big_names_the_kernels_size_and_every_option_past_it() {
+        let mut a = crate::config::attr::build(
+            &crate::event::sw::Software::TaskClock.into(),
+            &crate::config::Opts::default(),
+        );
+        a.config3 = 1;
+        a.sig_data = 7;
+        // Linux 4.19: a 112-byte attr (PERF_ATTR_SIZE_VER5), older than the matrix.
+        let msg = e2big_from(&a, 112, Some(KernelVersion::new(4, 19)));
+        assert_eq!(
+            msg,
+            format!(
+                "task-clock: config3 requires Linux 6.3; this kernel is 4.19.0-27-amd64; its \
+                 perf_event_attr has 112 bytes and these options lie past them: sigtrap_on_sample \
+                 data (sig_data) (Linux 5.13), config3 (Linux 6.3) (a kernel takes this crate's \
+                 {}-byte attr only while the bytes it does not know are zero); this crate is \
+                 tested on Linux 5.10 and newer only (Argument list too long (os error 7))",
+                a.size
+            )
+        );
+        // Linux 6.1 (128 bytes) lacks only config3; it is in the proven range.
+        let msg = e2big_from(&a, 128, Some(KernelVersion::new(6, 1)));
+        assert!(
+            msg.contains("128 bytes and config3 lies past them"),
+            "{msg}"
+        );
+        assert!(!msg.contains("sig_data") && !msg.contains("5.10"), "{msg}");
+        // An unknown version is not claimed.
+        assert!(e2big_from(&a, 112, None).contains("tested on Linux 5.10 and newer"));
+    }
+
+    #[test]
+    fn options_left_unset_or_zero_send_nothing_an_old_kernel_refuses() {
+        use crate::config::{CallChain, Opts, SampleOn, SigData, Size};
+        let event = crate::event::sw::Software::TaskClock.into();
+        let mut o = Opts::default();
+        let a = crate::config::attr::build(&event, &o);
+        // Past Linux 3.7's 96-byte attr, a default attr is all zero.
+        assert_eq!(set_from(&a, 96), []);
+        // Options present with zero values are zero there too: the bits that switch them on are
+        // explained by `too_new_option` after an EINVAL, never by E2BIG.
+        o.sample_on = SampleOn::Count(1000);
+        o.sample_format.call_chain = Some(CallChain::default());
+        o.sample_format.aux = Some(Size(0));
+        o.sigtrap_on_sample = Some(SigData(0));
+        o.wake_up.on_aux_bytes = 0;
+        let a = crate::config::attr::build(&event, &o);
+        assert_eq!(set_from(&a, 96), []);
+        // What is set is found, at its own offset.
+        o.sigtrap_on_sample = Some(SigData(1));
+        o.sample_format.call_chain = Some(CallChain {
+            max_stack_frames: 8,
+            ..CallChain::default()
+        });
+        let a = crate::config::attr::build(&event, &o);
+        let names: Vec<_> = set_from(&a, 0).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "call_chain.max_stack_frames (sample_max_stack)",
+                "sigtrap_on_sample data (sig_data)"
+            ]
+        );
+        assert_eq!(
+            set_from(&a, 120).len(),
+            1,
+            "only sig_data is past 5.10's attr"
+        );
     }
 
     #[test]

@@ -45,16 +45,23 @@ pub enum Error {
         source: io::Error,
     },
     /// `EINVAL`/`E2BIG` on an option the running kernel does not know.
-    #[error("{event}: {option} requires Linux {since}; this kernel is {running} ({source})")]
+    #[error(
+        "{event}: {option} requires Linux {since}; this kernel is {running}{} ({source})",
+        detail.as_deref().map(|d| format!("; {d}")).unwrap_or_default()
+    )]
     KernelTooOld {
         /// The event that was refused.
         event: String,
-        /// The option (attr field or bit) that is newer than the kernel.
+        /// The option (attr field or bit) that is newer than the kernel: for several, the one
+        /// that needs the newest kernel.
         option: &'static str,
         /// The first Linux version that has it.
         since: KernelVersion,
         /// The running kernel's release (`uname -r`).
         running: String,
+        /// What else the kernel said: for `E2BIG`, the size of its own `perf_event_attr` (which
+        /// it writes back) and every option set past it.
+        detail: Option<String>,
         /// The errno.
         source: io::Error,
     },

@@ -7,7 +7,9 @@ use super::{Inherit, OnExecve, Opts, Repr, SampleOn, UseBuildId, WakeUpOn};
 use crate::event::Event;
 
 /// The attr size we encode: the newest ABI. Older kernels accept it while the fields they lack are
-/// zero, and answer `E2BIG` otherwise (diagnosed as [`crate::Error::KernelTooOld`]).
+/// zero (every option left unset, or set to zero, leaves them zero), and answer `E2BIG` otherwise,
+/// writing back the size of their own attr: diagnosed as [`crate::Error::KernelTooOld`] with that
+/// size and every option set past it. The matrix proves Linux 5.10 and newer.
 pub(crate) const ATTR_SIZE: u32 = core::mem::size_of::<perf_event_attr>() as u32;
 
 /// Builds the attr for `event` with `opts`.

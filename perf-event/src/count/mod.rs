@@ -142,9 +142,14 @@ impl Counter {
             )
         })?;
         let flags = target.flags | u64::from(sys::PERF_FLAG_FD_CLOEXEC);
+        // On E2BIG the kernel writes the size of its own attr back into the copy it was given.
+        let mut kernel_attr_size = None;
         let (fd, attr) =
             open_dropping_default_lost(attr, default_lost, &FORMAT_LOST_REFUSED, |a| {
-                sys::perf_event_open(a, pid, target.cpu, group, flags)
+                let mut sent = *a;
+                let r = sys::perf_event_open_mut(&mut sent, pid, target.cpu, group, flags);
+                kernel_attr_size = (sent.size != a.size).then_some(sent.size);
+                r
             });
         let fd = fd.map_err(|e| {
             diagnose_open_on(
@@ -155,6 +160,7 @@ impl Counter {
                     pid: target.pid,
                     cpu: target.cpu,
                     cgroup: target.is_cgroup(),
+                    kernel_attr_size,
                 },
                 &target,
             )
