@@ -166,3 +166,45 @@ fn a_tiny_ring_reports_the_kernels_lost_count() {
     );
     assert!(lost.lost_records <= kernel_lost);
 }
+
+/// With `sample_format.stat` (PERF_SAMPLE_READ) the kernel writes the read format into every
+/// sample: the default `PERF_FORMAT_LOST` changes that layout, and the parser, built from the attr
+/// the counter was opened with, reads it.
+#[test]
+fn samples_with_read_values_parse_with_the_lost_count() {
+    require!(
+        may_sample_self(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    require!(
+        kernel_has_format_lost(),
+        Skip::Environment,
+        "this kernel has no PERF_FORMAT_LOST"
+    );
+    let mut o = sampling();
+    o.sample_format.stat = true;
+    // The call chain follows the read values in a sample: misread values would shift it.
+    o.sample_format.call_chain = Some(CallChain::default());
+    o.stat_format.time_enabled = true;
+    let counter = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &o).unwrap();
+    assert_eq!(counter.attr().read_format & LOST, LOST);
+    let sampler = counter.sampler(4).unwrap();
+    counter.enable().unwrap();
+    tests::touch_pages(64);
+    counter.disable().unwrap();
+    let mut counts = Vec::new();
+    for (_, r) in sampler.iter() {
+        if let Record::Sample(s) = r {
+            let stat = s.stat.expect("sample_format.stat asked for");
+            assert_eq!(stat.lost_records, Some(0), "{stat:?}");
+            assert!(stat.time_enabled.is_some(), "{stat:?}");
+            let chain = s.call_chain.expect("call chain asked for");
+            assert!(chain.len() < 1024, "{} frames", chain.len());
+            counts.push(stat.count);
+        }
+    }
+    assert!(counts.len() >= 64, "{} samples for 64 faults", counts.len());
+    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
+}
