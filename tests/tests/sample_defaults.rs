@@ -63,6 +63,34 @@ fn kernel_has_format_lost() -> bool {
     Counter::new(Software::Dummy, (Proc::CURRENT, Cpu::ALL), o).is_ok()
 }
 
+/// Writes to `pages` fresh pages of an anonymous mapping kept out of transparent huge pages, so
+/// that each is one page fault (with THP a 2 MiB page takes one fault for 512).
+fn fault_pages(pages: usize) {
+    let page = tests::page_size();
+    let len = pages * page;
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(ptr, libc::MAP_FAILED, "mmap of {len} bytes failed");
+    // SAFETY: advice on the mapping made above; failure (no THP support) changes nothing.
+    unsafe { libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE) };
+    let base = ptr.cast::<u8>();
+    for i in 0..pages {
+        // SAFETY: `i * page < len`, inside the writable mapping made above.
+        unsafe { std::ptr::write_volatile(base.add(i * page), 1) };
+    }
+    // SAFETY: unmapping exactly the mapping made above, which nothing else refers to.
+    unsafe { libc::munmap(ptr, len) };
+}
+
 fn sampling() -> Opts {
     let mut o = Opts::default();
     o.exclude.kernel = true;
@@ -140,7 +168,7 @@ fn a_tiny_ring_reports_the_kernels_lost_count() {
     let counter = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), sampling()).unwrap();
     let sampler = counter.sampler(0).unwrap();
     counter.enable().unwrap();
-    tests::touch_pages(20_000);
+    fault_pages(20_000);
     counter.disable().unwrap();
     let samples = sampler
         .iter()
@@ -192,7 +220,7 @@ fn samples_with_read_values_parse_with_the_lost_count() {
     assert_eq!(counter.attr().read_format & LOST, LOST);
     let sampler = counter.sampler(4).unwrap();
     counter.enable().unwrap();
-    tests::touch_pages(64);
+    fault_pages(64);
     counter.disable().unwrap();
     let mut counts = Vec::new();
     for (_, r) in sampler.iter() {
