@@ -48,10 +48,12 @@
 
 pub mod config;
 pub mod count;
+mod diagnose;
 mod error;
 pub mod event;
 pub mod sample;
 mod sys;
+mod version;
 
 pub use error::{Error, Result};
 /// The raw kernel ABI, for [`Counter::new_with`](count::Counter::new_with) and friends.

@@ -1,7 +1,6 @@
 //! Facts about the running system that the API and the error messages need: online CPUs, the kernel
 //! version, `perf_event_paranoid`, the PMUs in sysfs and where tracefs is mounted.
 
-use std::fmt;
 use std::fs;
 use std::path::PathBuf;
 
@@ -9,43 +8,6 @@ use crate::error::{Error, Result};
 
 /// Where the kernel lists event sources (PMUs).
 pub(crate) const PMU_DIR: &str = "/sys/bus/event_source/devices";
-
-/// A Linux version `major.minor`, as used by "Since Linux X.Y" facts.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KernelVersion {
-    /// The major number (the `6` of 6.18).
-    pub major: u32,
-    /// The minor number (the `18` of 6.18).
-    pub minor: u32,
-}
-
-impl KernelVersion {
-    /// Builds a version.
-    pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor }
-    }
-
-    /// The running kernel's version and release string (`uname -r`), or `None` when the release
-    /// string does not start with `major.minor`.
-    pub fn running() -> Option<(Self, String)> {
-        let uname = rustix::system::uname();
-        let release = uname.release().to_string_lossy().into_owned();
-        parse_release(&release).map(|v| (v, release))
-    }
-}
-
-impl fmt::Display for KernelVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
-
-fn parse_release(release: &str) -> Option<KernelVersion> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some(KernelVersion { major, minor })
-}
 
 /// The CPUs that are online now, from `/sys/devices/system/cpu/online` (e.g. `0-3,5`).
 ///
@@ -85,6 +47,15 @@ pub(crate) fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
 /// `/proc/sys/kernel/perf_event_paranoid`, or `None` when unreadable.
 pub(crate) fn paranoid() -> Option<i32> {
     fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `/proc/sys/kernel/pid_max`, or `None` when unreadable.
+pub(crate) fn pid_max() -> Option<u32> {
+    fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()?
         .trim()
         .parse()
@@ -168,15 +139,5 @@ mod tests {
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("a"), None);
-    }
-
-    #[test]
-    fn releases() {
-        assert_eq!(
-            parse_release("6.18.44-fc-v657"),
-            Some(KernelVersion::new(6, 18))
-        );
-        assert_eq!(parse_release("5.10.0"), Some(KernelVersion::new(5, 10)));
-        assert_eq!(parse_release("x"), None);
     }
 }

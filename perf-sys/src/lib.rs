@@ -61,4 +61,4 @@ pub mod ioctl;
 mod open;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub use open::{perf_event_open, perf_event_open_raw, task_perf_events};
+pub use open::{perf_event_open, perf_event_open_mut, perf_event_open_raw, task_perf_events};

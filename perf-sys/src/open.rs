@@ -47,9 +47,30 @@ pub unsafe fn perf_event_open_raw(
 /// The kernel's errno as [`io::Error`]: `EACCES`/`EPERM` (privilege: see `perf_event_paranoid`),
 /// `ENOENT`/`EOPNOTSUPP` (no such event or PMU), `EINVAL`, `E2BIG` (the kernel is older than an option
 /// that was set; it then writes its own attr size into `attr.size`, which this wrapper cannot show you
-/// through a shared reference: copy the attr first if you need it), `ESRCH`, `EMFILE`, ...
+/// through a shared reference: use [`perf_event_open_mut`] to see it), `ESRCH`, `EMFILE`, ...
 pub fn perf_event_open(
     attr: &perf_event_attr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    group_fd: Option<BorrowedFd<'_>>,
+    flags: u64,
+) -> io::Result<OwnedFd> {
+    // The kernel may write `size` back on E2BIG: give it a private copy so the shared reference stays
+    // unchanged.
+    let mut copy = *attr;
+    perf_event_open_mut(&mut copy, pid, cpu, group_fd, flags)
+}
+
+/// [`perf_event_open`] that lets the kernel write into `attr`: on `E2BIG` it stores the size of its
+/// own `perf_event_attr` in `attr.size` (the only field it writes), which tells the caller which
+/// fields the running kernel lacks.
+///
+/// # Errors
+///
+/// As [`perf_event_open`].
+#[doc(alias = "perf_event_open")]
+pub fn perf_event_open_mut(
+    attr: &mut perf_event_attr,
     pid: libc::pid_t,
     cpu: libc::c_int,
     group_fd: Option<BorrowedFd<'_>>,
@@ -58,15 +79,13 @@ pub fn perf_event_open(
     if attr.size as usize > core::mem::size_of::<perf_event_attr>() {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // The kernel may write `size` back on E2BIG: give it a private copy so the shared reference stays
-    // unchanged.
-    let mut copy = *attr;
     let group = group_fd.map_or(-1, |fd| fd.as_raw_fd());
-    // SAFETY: `copy` is a live, writable perf_event_attr whose `size` is at most its own size (checked
-    // above), so the kernel's read of `size` bytes and write of the `size` field stay inside it.
+    // SAFETY: `attr` is a live, exclusively borrowed perf_event_attr whose `size` is at most its own
+    // size (checked above), so the kernel's read of `size` bytes and write of the `size` field stay
+    // inside it.
     let ret = unsafe {
         perf_event_open_raw(
-            core::ptr::addr_of_mut!(copy).cast_const(),
+            core::ptr::from_mut(attr).cast_const(),
             pid,
             cpu,
             group,

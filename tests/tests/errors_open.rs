@@ -328,3 +328,86 @@ fn a_cgroup_without_perf_event_state_is_named_not_the_event() {
     );
     assert!(!msg.contains("does not know event"), "{msg}");
 }
+
+/// `fn main() -> Result<(), perf_event::Error>` prints `Error: {e:?}` when it returns an error
+/// (std's `Termination` for `Result`), so `Debug` is the message and what caused it: never a
+/// struct dump (`Ring(Map { area: "aux", .., hint: ": this event's PMU ..." })` before).
+#[test]
+fn debug_is_the_message_main_prints() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let dead = Counter::new(Software::TaskClock, (Proc(pid), Cpu::ALL), Opts::default());
+    let mut o = Opts::default();
+    o.exclude.kernel = true;
+    o.sample_on = perf_event::config::SampleOn::Count(1000);
+    let c = Counter::new(Software::Dummy, ME, &o).unwrap();
+    let s = c.sampler(0).unwrap();
+    let errors = [
+        dead.unwrap_err(),
+        s.aux_tracer(2).unwrap_err(),
+        Event::parse("nosuchpmu/event=1/").unwrap_err(),
+        Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(9999)), &o).unwrap_err(),
+    ];
+    for e in errors {
+        let display = e.to_string();
+        let debug = format!("{e:?}");
+        println!("Error: {debug}");
+        assert!(debug.starts_with(&display), "{debug}");
+        for dump in [" { ", "source:", "Os {", "hint:"] {
+            assert!(!debug.contains(dump), "a struct dump: {debug}");
+        }
+        assert!(
+            !display.starts_with(": ") && !display.contains(": :") && !display.contains("(): "),
+            "{display}"
+        );
+        // `{:#?}` adds which variant it is, for people matching on it.
+        let alt = format!("{e:#?}");
+        assert!(alt.starts_with("Error::") && alt.ends_with(&debug), "{alt}");
+    }
+}
+
+/// The rules refused before the open are the kernel's own, not stricter: the largest user stack
+/// (65528 bytes), the largest period (2^63 - 1) and exactly `kernel.perf_event_max_stack` frames
+/// open, one step further is refused with the explanation.
+#[test]
+fn the_limits_checked_before_the_open_are_the_kernels() {
+    use perf_event::config::{SampleOn, Size};
+    let sampling = |f: &dyn Fn(&mut Opts)| {
+        let mut o = Opts::default();
+        o.exclude.kernel = true;
+        o.sample_on = SampleOn::Count(1_000_000);
+        f(&mut o);
+        Counter::new(Software::TaskClock, ME, o)
+    };
+    sampling(&|o| o.sample_format.user_stack = Some(Size(65528))).unwrap();
+    let e = sampling(&|o| o.sample_format.user_stack = Some(Size(65536))).unwrap_err();
+    assert!(matches!(e, Error::InvalidOption { .. }), "{e}");
+    sampling(&|o| o.sample_format.user_stack = Some(Size(8))).unwrap();
+    let e = sampling(&|o| o.sample_format.user_stack = Some(Size(12))).unwrap_err();
+    assert!(e.to_string().contains("Size(8) or Size(16)"), "{e}");
+    sampling(&|o| o.sample_on = SampleOn::Count((1 << 63) - 1)).unwrap();
+    let e = sampling(&|o| o.sample_on = SampleOn::Count(u64::MAX)).unwrap_err();
+    assert!(matches!(e, Error::InvalidOption { .. }), "{e}");
+    let max: u16 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let frames = |n: u16| {
+        move |o: &mut Opts| {
+            o.sample_format.call_chain = Some(CallChain {
+                max_stack_frames: n,
+                ..CallChain::default()
+            })
+        }
+    };
+    sampling(&frames(max)).unwrap();
+    let e = sampling(&frames(max + 1)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EOVERFLOW), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("kernel.perf_event_max_stack, which is {max} here")),
+        "{e}"
+    );
+}

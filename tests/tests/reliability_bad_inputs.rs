@@ -10,9 +10,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
 
-use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc, SampleOn};
+use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc, SampleOn, Size};
 use perf_event::config::{Inherit, SigData};
-use perf_event::count::Counter;
+use perf_event::count::{Counter, PerCpu};
 use perf_event::event::bp::{Breakpoint, Len, Type};
 use perf_event::event::dp::{DynamicPmu, Uprobe};
 use perf_event::event::hw::Hardware;
@@ -102,13 +102,23 @@ impl Matrix {
                 println!("[ok?] {name}: {msg}");
                 if !variant_ok {
                     self.failures
-                        .push(format!("{name}: unexpected variant {e:?}"));
+                        .push(format!("{name}: unexpected variant {e:#?}"));
                 }
                 for w in words {
                     if !msg.contains(w) {
                         self.failures
                             .push(format!("{name}: message lacks {w:?}: {msg}"));
                     }
+                }
+                // What `main` prints when it returns the error (`Error: {e:?}`) is the message, and
+                // no fragment of it starts a clause with a stray separator.
+                if !format!("{e:?}").starts_with(&msg) {
+                    self.failures
+                        .push(format!("{name}: Debug is not the message: {e:?}"));
+                }
+                if msg.starts_with(": ") || msg.contains(": :") || msg.contains("; ;") {
+                    self.failures
+                        .push(format!("{name}: a stray separator: {msg}"));
                 }
                 // The message survives conversion into io::Error.
                 let io: std::io::Error = e.into();
@@ -304,6 +314,139 @@ fn bad_input_matrix() {
             &["pid 2147483632"],
         )
     });
+    // A pid or CPU above i32::MAX: once cast to the syscall's i32, u32::MAX became -1 ("every
+    // task", "any CPU") and widened the target silently; 2^31 gave a bare EINVAL.
+    m.case("pid u32::MAX (would be -1, every task)", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc(u32::MAX), Cpu::ALL), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["pid 4294967295", "Proc::ALL"],
+        )
+    });
+    m.case(
+        "pid u32::MAX on CPU 0 (would count every task there)",
+        || {
+            expect(
+                Counter::new(Software::TaskClock, (Proc(u32::MAX), Cpu(0)), user()),
+                |e| {
+                    matches!(
+                        e,
+                        Error::TargetOutOfRange {
+                            value: u32::MAX,
+                            ..
+                        }
+                    )
+                },
+                &["pid 4294967295", "every task"],
+            )
+        },
+    );
+    m.case("CPU u32::MAX (would be -1, any CPU)", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295", "Cpu::ALL", "online CPUs"],
+        )
+    });
+    m.case("CPU 2^31", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu(1 << 31)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: 0x8000_0000,
+                        ..
+                    }
+                )
+            },
+            &["CPU 2147483648", "online CPUs"],
+        )
+    });
+    m.case("CPU-wide on CPU u32::MAX", || {
+        expect(
+            Counter::new(Software::TaskClock, (Proc::ALL, Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
+        )
+    });
+    m.case("per-CPU set of pid u32::MAX", || {
+        expect(
+            PerCpu::counters(Software::TaskClock, Proc(u32::MAX), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["pid 4294967295"],
+        )
+    });
+    m.case("per-CPU set on CPU u32::MAX", || {
+        expect(
+            PerCpu::counters_on(
+                &Software::TaskClock.into(),
+                &[u32::MAX],
+                Proc::CURRENT,
+                user(),
+            ),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
+        )
+    });
+    m.case("cgroup on CPU u32::MAX", || {
+        let Ok(f) = std::fs::File::open("/sys/fs/cgroup") else {
+            return Skipped("no /sys/fs/cgroup".into());
+        };
+        expect(
+            Counter::new(Software::TaskClock, (Cgroup(&f), Cpu(u32::MAX)), user()),
+            |e| {
+                matches!(
+                    e,
+                    Error::TargetOutOfRange {
+                        value: u32::MAX,
+                        ..
+                    }
+                )
+            },
+            &["CPU 4294967295"],
+        )
+    });
     m.case("directory that is not a cgroup", || {
         if !is_root() {
             return Skipped("cgroup targets need root".into());
@@ -356,6 +499,72 @@ fn bad_input_matrix() {
             Counter::new(Software::CpuClock, ME, &o),
             |e| matches!(e, Error::Open { .. }),
             &["perf_event_max_sample_rate"],
+        )
+    });
+    m.case(
+        "max_stack_frames above kernel.perf_event_max_stack (EOVERFLOW)",
+        || {
+            let max: u32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(127);
+            let Ok(frames) = u16::try_from(max + 1) else {
+                return Skipped(format!("perf_event_max_stack is {max}, above any u16"));
+            };
+            let mut o = sampling();
+            o.sample_format.call_chain = Some(CallChain {
+                max_stack_frames: frames,
+                ..CallChain::default()
+            });
+            match expect(
+                Counter::new(Software::TaskClock, ME, &o),
+                |e| matches!(e, Error::Open { .. }) && e.raw_os_error() == Some(libc::EOVERFLOW),
+                &[
+                    "call_chain.max_stack_frames",
+                    "kernel.perf_event_max_stack",
+                    "sysctl kernel.perf_event_max_stack=",
+                ],
+            ) {
+                // The limit's current value is in the message too.
+                Failed(e, ok, w) => {
+                    let ok = ok && e.to_string().contains(&format!("which is {max} here"));
+                    Failed(e, ok, w)
+                }
+                other => other,
+            }
+        },
+    );
+    m.case("user stack size not a multiple of 8", || {
+        let mut o = sampling();
+        o.sample_format.user_stack = Some(Size(100));
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &[
+                "user_stack",
+                "Size(100)",
+                "multiple of 8",
+                "Size(96)",
+                "Size(104)",
+            ],
+        )
+    });
+    m.case("user stack size of 64 KiB", || {
+        let mut o = sampling();
+        o.sample_format.user_stack = Some(Size(65536));
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &["user_stack", "Size(65536)", "below 65535", "Size(65528)"],
+        )
+    });
+    m.case("sample period with bit 63 set", || {
+        let mut o = user();
+        o.sample_on = SampleOn::Count(1 << 63);
+        expect(
+            Counter::new(Software::TaskClock, ME, &o),
+            |e| matches!(e, Error::InvalidOption { .. }),
+            &["SampleOn::Count(9223372036854775808)", "below 2^63"],
         )
     });
     m.case("sigtrap without remove_on_exec", || {

@@ -7,7 +7,9 @@ use super::{Inherit, OnExecve, Opts, Repr, SampleOn, UseBuildId, WakeUpOn};
 use crate::event::Event;
 
 /// The attr size we encode: the newest ABI. Older kernels accept it while the fields they lack are
-/// zero, and answer `E2BIG` otherwise (diagnosed as [`crate::Error::KernelTooOld`]).
+/// zero (every option left unset, or set to zero, leaves them zero), and answer `E2BIG` otherwise,
+/// writing back the size of their own attr: diagnosed as [`crate::Error::KernelTooOld`] with that
+/// size and every option set past it. The matrix proves Linux 5.10 and newer.
 pub(crate) const ATTR_SIZE: u32 = core::mem::size_of::<perf_event_attr>() as u32;
 
 /// Builds the attr for `event` with `opts`.
@@ -210,6 +212,22 @@ pub(crate) fn build(event: &Event, opts: &Opts) -> perf_event_attr {
     a
 }
 
+const FORMAT_LOST: u64 = sys::PERF_FORMAT_LOST as u64;
+
+/// Adds `PERF_FORMAT_LOST` to the attr of a sampling counter, as [`Opts::exact_stat_format`]
+/// says, unless the running kernel has `refused` it already. Returns whether it added it (a
+/// default, which the open may drop if the kernel refuses it); an explicit
+/// `stat_format.lost_records` is in the attr already and is not a default.
+pub(crate) fn add_default_lost(a: &mut perf_event_attr, opts: &Opts, refused: bool) -> bool {
+    let sampling = a.sample_period_or_freq() != 0;
+    let wanted = sampling && !opts.exact_stat_format && !refused;
+    if !wanted || a.read_format & FORMAT_LOST != 0 {
+        return false;
+    }
+    a.read_format |= FORMAT_LOST;
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +244,59 @@ mod tests {
         assert_eq!(a.read_format, 0);
         assert_eq!(a.sample_type, 0);
         assert_eq!(a.sample_period_or_freq(), 0);
+    }
+
+    #[test]
+    fn the_default_call_chain_has_kernel_and_user_frames_up_to_the_system_maximum() {
+        let mut o = Opts {
+            sample_on: SampleOn::Count(1000),
+            ..Opts::default()
+        };
+        o.sample_format.call_chain = Some(CallChain::default());
+        let a = build(&Software::TaskClock.into(), &o);
+        assert_eq!(a.sample_type, u64::from(sys::PERF_SAMPLE_CALLCHAIN));
+        assert_eq!(a.exclude_callchain_user(), 0);
+        assert_eq!(a.exclude_callchain_kernel(), 0);
+        assert_eq!(a.defer_callchain(), 0);
+        assert_eq!(a.sample_max_stack, 0, "0 = kernel.perf_event_max_stack");
+    }
+
+    const LOST: u64 = sys::PERF_FORMAT_LOST as u64;
+
+    /// `(added, read_format)` for `o` on a kernel that has (or, `refused`, lacks) the format.
+    fn lost_default(o: &Opts, refused: bool) -> (bool, u64) {
+        let mut a = build(&Software::TaskClock.into(), o);
+        let added = add_default_lost(&mut a, o, refused);
+        (added, a.read_format)
+    }
+
+    #[test]
+    fn a_sampling_counter_reads_the_lost_count_by_default() {
+        let mut o = Opts {
+            sample_on: SampleOn::Count(1000),
+            ..Opts::default()
+        };
+        assert_eq!(lost_default(&o, false), (true, LOST));
+        o.sample_on = SampleOn::Freq(99);
+        assert_eq!(lost_default(&o, false), (true, LOST));
+        // Not where the kernel refused it already.
+        assert_eq!(lost_default(&o, true), (false, 0));
+        // Asked for explicitly: in the attr, but not a default that may be dropped.
+        o.stat_format.lost_records = true;
+        assert_eq!(lost_default(&o, false), (false, LOST));
+        assert_eq!(lost_default(&o, true), (false, LOST));
+        // Explicitly not: exactly the stat_format.
+        o.stat_format.lost_records = false;
+        o.exact_stat_format = true;
+        assert_eq!(lost_default(&o, false), (false, 0));
+        // Counting only (period 0, or frequency 0, which the kernel treats alike): nothing added.
+        for on in [SampleOn::Count(0), SampleOn::Freq(0)] {
+            let o = Opts {
+                sample_on: on,
+                ..Opts::default()
+            };
+            assert_eq!(lost_default(&o, false), (false, 0));
+        }
     }
 
     #[test]

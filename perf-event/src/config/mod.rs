@@ -23,7 +23,8 @@ mod target;
 
 pub use target::*;
 
-pub use crate::sys::{online_cpus, KernelVersion};
+pub use crate::sys::online_cpus;
+pub use crate::version::KernelVersion;
 
 /// Options of an event: what to count, when to sample, what to record.
 ///
@@ -44,8 +45,26 @@ pub struct Opts {
     pub inherit: Option<Inherit>,
     /// What happens on `execve(2)` (`enable_on_exec`, `remove_on_exec`).
     pub on_execve: Option<OnExecve>,
-    /// What a read returns besides the count (`read_format`).
+    /// What a read returns besides the count (`read_format`). A sampling counter also gets
+    /// `lost_records` where the kernel has it, unless [`exact_stat_format`](Self::exact_stat_format).
     pub stat_format: StatFormat,
+    /// Open with exactly [`stat_format`](Self::stat_format).
+    ///
+    /// By default (`false`) a sampling counter (a non-zero [`sample_on`](Self::sample_on)) also
+    /// reads the kernel's own count of the records it lost (`PERF_FORMAT_LOST`), so that
+    /// [`Sampler::lost`](crate::sample::Sampler::lost) and [`Stat::lost_records`] are exact: the
+    /// kernel writes its last `PERF_RECORD_LOST` only once a later record fits. That is added only
+    /// where the kernel takes it (Linux 6.0, and older stable kernels that have it): if the open is
+    /// refused with `EINVAL` with it, it is opened again without, and not asked for again in this
+    /// process. [`Counter::attr`](crate::count::Counter::attr) is the attr actually opened, and
+    /// parsers follow it. Set this when your own code reads the counter, or the values of
+    /// `sample_format.stat`, with a fixed layout. `stat_format.lost_records = true` asks for the
+    /// count in every case (and fails on a kernel without it).
+    ///
+    /// [`Stat::lost_records`]: crate::count::Stat::lost_records
+    #[doc(alias = "PERF_FORMAT_LOST")]
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub exact_stat_format: bool,
     /// Start counting at once (`disabled = 0`). Default: start disabled.
     pub enable: bool,
     /// When to take a sample (`sample_period` / `sample_freq` + `freq`).
@@ -144,6 +163,10 @@ pub struct StatFormat {
     #[doc(alias = "PERF_FORMAT_TOTAL_TIME_RUNNING")]
     pub time_running: bool,
     /// Number of lost records (`PERF_FORMAT_LOST`). Since Linux 6.0.
+    ///
+    /// `true` asks for it (the open fails with [`KernelTooOld`](crate::Error::KernelTooOld) on a
+    /// kernel without it). `false` leaves it to the default: sampling counters get it where the
+    /// kernel has it; see [`Opts::exact_stat_format`].
     #[doc(alias = "PERF_FORMAT_LOST")]
     pub lost_records: bool,
     /// Read the whole group in one read (`PERF_FORMAT_GROUP`).
@@ -338,8 +361,27 @@ pub enum Repr {
     Vars,
 }
 
-/// Call chain options.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Call chain options ([`SampleFormat::call_chain`]).
+///
+/// `CallChain::default()` is the kernel's own default: kernel and user frames, none excluded, no
+/// deferral, and up to `kernel.perf_event_max_stack` frames (127 unless the sysctl was changed).
+/// Setting `call_chain = Some(..)` is what turns call chains on; `Default` only fills in the
+/// options, so spelling out every field (as the spec's examples do) still works:
+///
+/// ```
+/// use perf_event::config::{CallChain, Opts, SampleOn};
+///
+/// let mut opts = Opts::default();
+/// opts.sample_on = SampleOn::Count(100_000);
+/// opts.exclude.kernel = true; // unprivileged: user space only...
+/// opts.sample_format.call_chain = Some(CallChain {
+///     exclude_kernel: true, // ...so leave the kernel frames out of the chain too
+///     ..CallChain::default()
+/// });
+/// # let full = CallChain { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: 0 };
+/// # assert_eq!(full, CallChain::default());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CallChain {
     /// Leave out user frames (`exclude_callchain_user`).
@@ -348,7 +390,9 @@ pub struct CallChain {
     pub exclude_kernel: bool,
     /// Defer the user part to a separate record (`defer_callchain`). Since Linux 6.19.
     pub defer_user: bool,
-    /// At most this many frames (`sample_max_stack`; 0 = the system default). Since Linux 4.8.
+    /// At most this many frames (`sample_max_stack`; 0 = the system maximum,
+    /// `kernel.perf_event_max_stack`). Above that maximum the open fails (`EOVERFLOW`, explained).
+    /// Since Linux 4.8.
     pub max_stack_frames: u16,
 }
 

@@ -50,7 +50,10 @@ pub struct StatFormat {
     pub time_enabled: bool,
     /// Time running.
     pub time_running: bool,
-    /// Lost records. Since Linux 6.0.
+    /// Lost records. Since Linux 6.0. A sampling member gets them by default where the kernel has
+    /// them, as [`super::Opts::exact_stat_format`] says; clear `PERF_FORMAT_LOST` in
+    /// [`CounterGroup::add_with`](crate::count::CounterGroup::add_with) to open exactly this
+    /// format.
     pub lost_records: bool,
 }
 

@@ -46,6 +46,11 @@ pub struct Cgroup<'a>(pub &'a File);
 ///
 /// Built from a pair: `(Proc, Cpu)`, `(Proc, Cpu::ALL)`, `(Proc::ALL, Cpu)`, `(Cgroup, Cpu)`, in
 /// either order.
+///
+/// The syscall takes `pid` and `cpu` as signed 32-bit numbers, where -1 means "every task" or "any
+/// CPU". A [`Proc`] or [`Cpu`] above `i32::MAX` does not fit: rather than wrap (`Proc(u32::MAX)`
+/// would become -1 and count every task), the target remembers it and the open fails with
+/// [`Error::TargetOutOfRange`](crate::Error::TargetOutOfRange), naming the value.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub(crate) pid: i32,
@@ -53,17 +58,28 @@ pub struct Target {
     pub(crate) flags: u64,
     /// The cgroup directory, duplicated so that group members opened later can name it too.
     pub(crate) cgroup: Option<Result<Arc<OwnedFd>, i32>>,
+    /// A pid or CPU that does not fit the syscall's `i32`; the open refuses the target.
+    pub(crate) out_of_range: Option<OutOfRange>,
+}
+
+/// A pid or CPU number above `i32::MAX`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OutOfRange {
+    Pid(u32),
+    Cpu(u32),
 }
 
 impl Target {
-    /// The CPU, or `None` for any CPU.
+    /// The CPU, or `None` for any CPU (and for a CPU above `i32::MAX`, which cannot be opened).
     pub fn cpu(&self) -> Option<u32> {
         u32::try_from(self.cpu).ok()
     }
 
-    /// The pid (0 = the calling thread, -1 = any), or `None` for a cgroup target.
+    /// The pid (0 = the calling thread, -1 = any), or `None` for a cgroup target (and for a pid
+    /// above `i32::MAX`, which cannot be opened).
     pub fn pid(&self) -> Option<i32> {
-        self.cgroup.is_none().then_some(self.pid)
+        let bad_pid = matches!(self.out_of_range, Some(OutOfRange::Pid(_)));
+        (self.cgroup.is_none() && !bad_pid).then_some(self.pid)
     }
 
     /// Whether this is a cgroup target.
@@ -71,12 +87,17 @@ impl Target {
         self.cgroup.is_some()
     }
 
-    pub(crate) fn task(pid: i32, cpu: i32) -> Self {
+    /// A task target: `pid` (`None` = every task) on `cpu` (`None` = any CPU).
+    pub(crate) fn task(pid: Option<u32>, cpu: Option<u32>) -> Self {
+        let mut out_of_range = None;
+        let pid = checked(pid, OutOfRange::Pid, &mut out_of_range);
+        let cpu = checked(cpu, OutOfRange::Cpu, &mut out_of_range);
         Self {
             pid,
             cpu,
             flags: 0,
             cgroup: None,
+            out_of_range,
         }
     }
 
@@ -86,11 +107,14 @@ impl Target {
             .try_clone_to_owned()
             .map(Arc::new)
             .map_err(|e: io::Error| e.raw_os_error().unwrap_or(libc::EBADF));
+        let mut out_of_range = None;
+        let cpu = checked(Some(cpu), OutOfRange::Cpu, &mut out_of_range);
         Self {
             pid: -1,
-            cpu: cpu as i32,
+            cpu,
             flags: u64::from(perf_sys::PERF_FLAG_PID_CGROUP),
             cgroup: Some(dup),
+            out_of_range,
         }
     }
 
@@ -104,9 +128,21 @@ impl Target {
     }
 }
 
+/// `None` (every task, any CPU) is -1; a number above `i32::MAX` is recorded in `bad` (the first
+/// one wins) and stands in as -1, which the open never sends.
+fn checked(id: Option<u32>, what: fn(u32) -> OutOfRange, bad: &mut Option<OutOfRange>) -> i32 {
+    match id {
+        None => -1,
+        Some(v) => i32::try_from(v).unwrap_or_else(|_| {
+            bad.get_or_insert(what(v));
+            -1
+        }),
+    }
+}
+
 impl From<(Proc, Cpu)> for Target {
     fn from((Proc(pid), Cpu(cpu)): (Proc, Cpu)) -> Self {
-        Self::task(pid as i32, cpu as i32)
+        Self::task(Some(pid), Some(cpu))
     }
 }
 impl From<(Cpu, Proc)> for Target {
@@ -116,7 +152,7 @@ impl From<(Cpu, Proc)> for Target {
 }
 impl From<(Proc, All)> for Target {
     fn from((Proc(pid), _): (Proc, All)) -> Self {
-        Self::task(pid as i32, -1)
+        Self::task(Some(pid), None)
     }
 }
 impl From<(All, Proc)> for Target {
@@ -126,7 +162,7 @@ impl From<(All, Proc)> for Target {
 }
 impl From<(All, Cpu)> for Target {
     fn from((_, Cpu(cpu)): (All, Cpu)) -> Self {
-        Self::task(-1, cpu as i32)
+        Self::task(None, Some(cpu))
     }
 }
 impl From<(Cpu, All)> for Target {
@@ -154,16 +190,39 @@ pub trait CpuScope {
 
 impl CpuScope for All {
     fn on(&self, cpu: u32) -> Target {
-        Target::task(-1, cpu as i32)
+        Target::task(None, Some(cpu))
     }
 }
 impl CpuScope for Proc {
     fn on(&self, cpu: u32) -> Target {
-        Target::task(self.0 as i32, cpu as i32)
+        Target::task(Some(self.0), Some(cpu))
     }
 }
 impl CpuScope for Cgroup<'_> {
     fn on(&self, cpu: u32) -> Target {
         Target::cgroup_on(self.0, cpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_above_i32_max_are_kept_not_wrapped() {
+        let t = Target::from((Proc(u32::MAX), Cpu(0)));
+        assert_eq!(t.out_of_range, Some(OutOfRange::Pid(u32::MAX)));
+        assert_eq!(t.pid(), None);
+        let t = Target::from((Proc::CURRENT, Cpu(1 << 31)));
+        assert_eq!(t.out_of_range, Some(OutOfRange::Cpu(1 << 31)));
+        assert_eq!(t.cpu(), None);
+        let t = Target::from((Proc(i32::MAX as u32), Cpu(i32::MAX as u32)));
+        assert_eq!((t.pid, t.cpu, t.out_of_range), (i32::MAX, i32::MAX, None));
+        let t = Target::from((Proc::ALL, Cpu(3)));
+        assert_eq!((t.pid(), t.cpu()), (Some(-1), Some(3)));
+        assert_eq!(
+            Proc(u32::MAX).on(1).out_of_range,
+            Some(OutOfRange::Pid(u32::MAX))
+        );
     }
 }

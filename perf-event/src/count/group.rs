@@ -116,10 +116,14 @@ impl CounterGroup {
         Error: From<E::Error>,
     {
         let event = event.try_into()?;
-        let mut a = attr::build(&event, &opts.borrow().to_opts());
+        let opts = opts.borrow().to_opts();
+        let mut a = attr::build(&event, &opts);
+        let default_lost = attr::add_default_lost(&mut a, &opts, super::format_lost_refused());
         edit(&mut a);
+        let default_lost = default_lost && a.read_format & super::FORMAT_LOST != 0;
         let target = self.leader.target.clone();
-        let member = Arc::new(Counter::open(event, a, target, Some(self.leader.fd()))?);
+        let leader = Some(self.leader.fd());
+        let member = Arc::new(Counter::open(event, a, target, leader, default_lost)?);
         self.siblings.push(Arc::clone(&member));
         let size = Stat::read_size(self.leader.attr.read_format | GROUP, self.len());
         self.buf.resize(size, 0);

@@ -28,12 +28,14 @@ use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use perf_sys as sys;
 use sys::perf_event_attr;
 
 use crate::config::{attr, Opts, Target};
-use crate::error::{diagnose_open_on, Error, OpenRequest, Result};
+use crate::diagnose::{check_fixed_rules, diagnose_open_on, out_of_range, OpenRequest};
+use crate::error::{Error, Result};
 use crate::event::Event;
 
 const GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
@@ -70,7 +72,10 @@ impl Counter {
     /// The open's errno, diagnosed: [`Error::Permission`] (with `perf_event_paranoid` and what would
     /// work), [`Error::NotSupported`] (missing PMU or event), [`Error::KernelTooOld`],
     /// [`Error::TooManyFiles`], [`Error::NoSuchProcess`], [`Error::BadCpu`], ... and the event's own
-    /// conversion error (e.g. an unknown event name).
+    /// conversion error (e.g. an unknown event name). Before the open: [`Error::TargetOutOfRange`]
+    /// for a pid or CPU above `i32::MAX`, [`Error::InvalidOption`] for an option no kernel takes
+    /// (a user stack size that is not a multiple of 8 or not below 65535, a period of 2^63 or
+    /// more).
     pub fn new<E>(event: E, target: impl Into<Target>, opts: impl Borrow<Opts>) -> Result<Self>
     where
         E: TryInto<Event>,
@@ -107,17 +112,30 @@ impl Counter {
         Error: From<E::Error>,
     {
         let event = event.try_into()?;
-        let mut a = attr::build(&event, opts.borrow());
+        let opts = opts.borrow();
+        let mut a = attr::build(&event, opts);
+        let default_lost = attr::add_default_lost(&mut a, opts, format_lost_refused());
         edit(&mut a);
-        Self::open(event, a, target.into(), None)
+        // The edit may have cleared it: then there is no default left to drop.
+        let default_lost = default_lost && a.read_format & FORMAT_LOST != 0;
+        Self::open(event, a, target.into(), None, default_lost)
     }
 
+    /// Opens `attr` on `target`. With `default_lost`, `PERF_FORMAT_LOST` in its read format is
+    /// our default rather than the user's request: if the kernel refuses the attr with `EINVAL`,
+    /// it is opened again without it, and the error of that open (the user's own attr) is the one
+    /// reported.
     pub(crate) fn open(
         event: Event,
         attr: perf_event_attr,
         target: Target,
         group: Option<BorrowedFd<'_>>,
+        default_lost: bool,
     ) -> Result<Self> {
+        if let Some(bad) = target.out_of_range {
+            return Err(out_of_range(bad, &target));
+        }
+        check_fixed_rules(event.name(), &attr)?;
         let pid = target.pid_arg().map_err(|errno| {
             Error::io(
                 "duplicating the cgroup fd",
@@ -125,7 +143,16 @@ impl Counter {
             )
         })?;
         let flags = target.flags | u64::from(sys::PERF_FLAG_FD_CLOEXEC);
-        let fd = sys::perf_event_open(&attr, pid, target.cpu, group, flags).map_err(|e| {
+        // On E2BIG the kernel writes the size of its own attr back into the copy it was given.
+        let mut kernel_attr_size = None;
+        let (fd, attr) =
+            open_dropping_default_lost(attr, default_lost, &FORMAT_LOST_REFUSED, |a| {
+                let mut sent = *a;
+                let r = sys::perf_event_open_mut(&mut sent, pid, target.cpu, group, flags);
+                kernel_attr_size = (sent.size != a.size).then_some(sent.size);
+                r
+            });
+        let fd = fd.map_err(|e| {
             diagnose_open_on(
                 e,
                 &OpenRequest {
@@ -134,6 +161,7 @@ impl Counter {
                     pid: target.pid,
                     cpu: target.cpu,
                     cgroup: target.is_cgroup(),
+                    kernel_attr_size,
                 },
                 &target,
             )
@@ -477,6 +505,41 @@ impl Counter {
     }
 }
 
+const FORMAT_LOST: u64 = sys::PERF_FORMAT_LOST as u64;
+
+/// Set once the running kernel refused an attr with `PERF_FORMAT_LOST` that it took without:
+/// sampling counters stop getting it by default. Asked of the kernel, never decided by version
+/// (Debian's 5.10.223 has it, Linux 6.0 added it).
+static FORMAT_LOST_REFUSED: AtomicBool = AtomicBool::new(false);
+
+fn format_lost_refused() -> bool {
+    FORMAT_LOST_REFUSED.load(Ordering::Relaxed)
+}
+
+/// Opens `attr` with `open`; when `default_lost` (the `PERF_FORMAT_LOST` bit is our default, not
+/// the user's) and the kernel says `EINVAL`, opens again without the bit, and records in
+/// `refused` that this kernel lacks it if that succeeds. Returns the result of the last open and
+/// the attr it was given: the one opened, or the one whose error is reported.
+fn open_dropping_default_lost<T>(
+    attr: perf_event_attr,
+    default_lost: bool,
+    refused: &AtomicBool,
+    mut open: impl FnMut(&perf_event_attr) -> io::Result<T>,
+) -> (io::Result<T>, perf_event_attr) {
+    match open(&attr) {
+        Err(e) if default_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+            let mut plain = attr;
+            plain.read_format &= !FORMAT_LOST;
+            let r = open(&plain);
+            if r.is_ok() {
+                refused.store(true, Ordering::Relaxed);
+            }
+            (r, plain)
+        }
+        r => (r, attr),
+    }
+}
+
 #[cold]
 fn read_error(e: io::Error) -> Error {
     Error::io("reading a perf counter", e)
@@ -511,5 +574,91 @@ impl AsFd for Counter {
 impl AsRawFd for Counter {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel older than `PERF_FORMAT_LOST`: `EINVAL` for the bit, `ok` otherwise.
+    fn old_kernel(
+        calls: &mut Vec<u64>,
+        rest: io::Result<u32>,
+    ) -> impl FnMut(&perf_event_attr) -> io::Result<u32> + '_ {
+        let mut rest = Some(rest);
+        move |a| {
+            calls.push(a.read_format);
+            if a.read_format & FORMAT_LOST != 0 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            rest.take().expect("opened twice without the bit")
+        }
+    }
+
+    fn with_lost() -> perf_event_attr {
+        perf_event_attr {
+            read_format: FORMAT_LOST | u64::from(sys::PERF_FORMAT_ID),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_default_lost_format_the_kernel_refuses_is_dropped_and_remembered() {
+        let refused = AtomicBool::new(false);
+        let mut calls = Vec::new();
+        let (fd, attr) =
+            open_dropping_default_lost(with_lost(), true, &refused, old_kernel(&mut calls, Ok(7)));
+        assert_eq!(fd.unwrap(), 7);
+        let id = u64::from(sys::PERF_FORMAT_ID);
+        assert_eq!(attr.read_format, id, "the attr opened is the one kept");
+        assert_eq!(calls, [FORMAT_LOST | id, id]);
+        assert!(refused.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn an_explicit_lost_format_is_never_dropped() {
+        let refused = AtomicBool::new(false);
+        let mut calls = Vec::new();
+        let (r, attr) =
+            open_dropping_default_lost(with_lost(), false, &refused, old_kernel(&mut calls, Ok(7)));
+        let e = r.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(attr.read_format & FORMAT_LOST, FORMAT_LOST);
+        assert_eq!(calls.len(), 1);
+        assert!(!refused.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn when_the_attr_fails_without_the_default_too_that_error_is_reported() {
+        let refused = AtomicBool::new(false);
+        let mut calls = Vec::new();
+        let (r, attr) = open_dropping_default_lost(
+            with_lost(),
+            true,
+            &refused,
+            old_kernel(&mut calls, Err(io::Error::from_raw_os_error(libc::EACCES))),
+        );
+        let e = r.unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::EACCES),
+            "the user's own attr's error"
+        );
+        assert_eq!(
+            attr.read_format & FORMAT_LOST,
+            0,
+            "diagnosed without our default"
+        );
+        assert!(!refused.load(Ordering::Relaxed), "not the bit's fault");
+        // An error other than EINVAL is not retried.
+        let mut once = 0;
+        let (r, _) =
+            open_dropping_default_lost(with_lost(), true, &refused, |_| -> io::Result<u32> {
+                once += 1;
+                Err(io::Error::from_raw_os_error(libc::ESRCH))
+            });
+        assert!(r.is_err());
+        assert_eq!(once, 1);
     }
 }
