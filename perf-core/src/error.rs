@@ -211,7 +211,7 @@ of 8, at least 8, and within the {available} bytes published; call Ring::discard
         available: u64,
     },
     /// The operation needs the other ring mode (e.g. a forward read on an overwrite ring).
-    #[error("{what} needs a {needs} {area} ring, but this one is {is}")]
+    #[error("{what} needs the {area} ring in {needs} mode, but it is in {is} mode")]
     RingMode {
         /// `"data"` or `"aux"`.
         area: &'static str,

@@ -253,6 +253,7 @@ impl Error {
             Self::Io { .. } => "Io",
             Self::Ring(_) => "Ring",
             Self::SamplerExists => "SamplerExists",
+            Self::RingBusy => "RingBusy",
             Self::Sampling(_) => "Sampling",
         }
     }

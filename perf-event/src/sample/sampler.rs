@@ -47,8 +47,9 @@ pub struct LostCounts {
     /// of those records read so far. Since Linux 4.2.
     #[doc(alias = "PERF_RECORD_LOST_SAMPLES")]
     pub lost_samples: u64,
-    /// The kernel's own count of records lost for this counter (`PERF_FORMAT_LOST`, read now), when
-    /// the counter's read format has it. Since Linux 6.0.
+    /// The kernel's own count of records lost for this counter (`PERF_FORMAT_LOST`, read now): sampling
+    /// counters ask for it by default where the kernel has it (Linux 6.0, and backports such as
+    /// Debian's 5.10); `None` when the read format lacks it.
     #[doc(alias = "PERF_FORMAT_LOST")]
     pub format_lost: Option<u64>,
 }
@@ -679,8 +680,8 @@ impl Sampler {
         Ok(self.page_snapshot()?.time_running)
     }
 
-    /// Reads the counter (`read(2)` on the sampler's fd): the count, and the lost-record count when
-    /// `stat_format.lost` is set.
+    /// Reads the counter (`read(2)` on the sampler's fd): the count, and the lost-record count when the
+    /// read format has `PERF_FORMAT_LOST` (by default on sampling counters).
     ///
     /// # Errors
     ///
