@@ -322,9 +322,11 @@ fn check_ring_request(attr: &perf_event_attr, cpu: Option<u32>, exp: u8) -> Resu
                 .into(),
         ));
     }
-    // `sample_period` and `sample_freq` share one u64.
+    // `sample_period` and `sample_freq` share one u64. A PMU of its own (a dynamic type, e.g. intel_pt)
+    // may write AUX records without sampling, so only the kernel's fixed types are judged.
     let sampling = attr.sample_period_or_freq() != 0;
-    if !sampling && !has_side_band(attr) {
+    let fixed_type = attr.type_ < sys::PERF_TYPE_MAX;
+    if fixed_type && !sampling && !has_side_band(attr) {
         return Err(Error::Sampling(
             "this counter does not sample (opts.sample_on is not set, or is a frequency of 0) and asks \
              for no side-band records, so its ring would stay empty: set opts.sample_on \
