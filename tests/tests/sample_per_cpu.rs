@@ -109,3 +109,70 @@ fn untimed_records_keep_ring_order() {
         );
     }
 }
+
+/// A whole process (and the children it forks) sampled per CPU, read as one async stream that ends
+/// when the process has exited: the way to sample an inherited process, since a counter inherited on
+/// every CPU cannot have a ring of its own.
+#[test]
+fn an_async_merged_stream_samples_a_whole_process_and_ends_with_it() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    use perf_event::config::Inherit;
+
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "read go; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sh -c 'j=0; while [ $j -lt 50000 ]; do j=$((j+1)); done'",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut opts = Opts::default();
+    opts.sample_on = SampleOn::Count(250_000); // every 250 µs of task time
+    opts.exclude.kernel = true;
+    opts.exclude.hv = true;
+    opts.inherit = Some(Inherit::NewChild);
+    opts.record_id_format.time = true;
+    opts.record_id_format.task = true;
+    opts.wake_up.on = perf_event::config::WakeUpOn::Samples(1);
+    let set = PerCpuSampler::new(Software::TaskClock, Proc(child.id()), &opts, 4).unwrap();
+    set.enable().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let set = std::sync::Arc::new(set);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::sync::Arc::clone(&set);
+    // Not joined: if the stream never ended, the timeout below fails the test instead of hanging it.
+    std::thread::spawn(move || {
+        let mut stream = reader.iter_async().unwrap();
+        stream.flush_every(Some(Duration::from_millis(20))).unwrap();
+        let mut samples = 0u64;
+        let mut pids = BTreeSet::new();
+        let mut last = 0u64;
+        futures::executor::block_on(async {
+            while let Some((_, _, record)) = stream.next().await {
+                if let Record::Sample(s) = record {
+                    samples += 1;
+                    let time = s.record_id.time.unwrap();
+                    assert!(time >= last, "time went back");
+                    last = time;
+                    pids.insert(s.record_id.task.unwrap().pid);
+                }
+            }
+        });
+        tx.send((samples, pids)).unwrap();
+    });
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let (samples, pids) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the stream did not end after the process exited");
+    println!("{samples} samples from pids {pids:?}");
+    assert!(samples > 0);
+    assert!(
+        pids.len() >= 2,
+        "samples of the process and of the child it forked"
+    );
+}
