@@ -306,4 +306,44 @@ mod tests {
             .iter()
             .any(|(_, r)| matches!(r, Record::Aux(a) if a.overwrite)));
     }
+
+    #[test]
+    fn snapshots_stop_the_event_counted_and_leave_a_user_disable_alone() {
+        let (mut kernel, sampler, aux, control) = sim(RingMode::Overwrite);
+        let tracer = AuxTracer::new(&sampler, aux);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            // The PMU keeps writing; while any snapshot copies, the event is stopped.
+            s.spawn(|| {
+                let mut n = 0u8;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    kernel.aux_output_overwrite(&[n; 100]).unwrap();
+                    n = n.wrapping_add(1);
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        let snap = tracer.snapshot(None).unwrap();
+                        // Each write is 100 equal bytes: a copy taken while stopped has whole runs
+                        // after the first (possibly partial) one.
+                        if let Some(first) = snap.bytes.iter().position(|&b| b != snap.bytes[0]) {
+                            for run in snap.bytes[first..].chunks(100) {
+                                assert!(run.iter().all(|&b| b == run[0]), "mixed bytes");
+                            }
+                        }
+                    }
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert!(control.is_enabled(), "the last snapshot started it again");
+        sampler.disable().unwrap();
+        assert!(!control.is_enabled());
+        tracer.snapshot(None).unwrap();
+        assert!(!control.is_enabled(), "a user's disable is kept");
+        sampler.enable().unwrap();
+        assert!(control.is_enabled());
+    }
 }
