@@ -20,13 +20,27 @@
 //! ```
 //!
 //! - [`Sampler::iter`] yields owned `(Priv, Record)` pairs and never blocks (`None` when the ring is
-//!   empty); [`Iter::next_timeout`] waits with `poll(2)`.
+//!   empty); [`Iter::next_timeout`] waits for records.
 //! - [`Iter::into_cow`] gives a [`CowIter`]: the closure sees each record's bytes in the ring, and the
-//!   ring's tail moves only when it returns.
+//!   kernel gets them back only after it returns.
+//! - [`Iter::into_async`] and [`CowIter::into_async`] are the async forms, woken by one shared reactor
+//!   thread; [`PerCpuSampler`] reads one ring per CPU as one time-ordered stream (also async).
 //! - [`Sampler::aux_tracer`] maps the AUX area (Intel PT and friends): [`AuxTracer`].
 //! - [`Sampler::attach`] makes other counters write into this ring (`PERF_EVENT_IOC_SET_OUTPUT`).
 //! - A counter opened with `write_backward` gets an overwrite ring (flight recorder): read the newest
-//!   records with [`Sampler::newest`].
+//!   records with [`Sampler::newest`], which copies them out with the output paused.
+//!
+//! # One reader at a time, and no waiting for it
+//!
+//! The kernel gives a ring one tail, so a ring has one reader. A [`Sampler`] lends its ring to the
+//! iterator that finds records and takes it back when that iterator finds the ring empty, is dropped,
+//! or is asked to give it up by another reader; meanwhile other readers (other iterators, or a sampler
+//! method called from inside a [`CowIter`] closure) see an empty iterator ([`Error::RingBusy`] from the
+//! `try_` forms), never a wait. Blocking and async waits share one reactor registration per sampler, so
+//! every waiter sees every kernel wakeup. Iterators end with one error, then `None`, when the ring can
+//! never be read forward (an overwrite ring, or a ring in a child made by `fork()`).
+//!
+//! [`Error::RingBusy`]: crate::Error::RingBusy
 
 mod asynk;
 mod aux_tracer;
