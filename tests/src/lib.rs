@@ -42,6 +42,31 @@ macro_rules! require {
     };
 }
 
+/// Resolves tracepoint `name` (`system:event`) through perf-event, which finds tracefs or, as root,
+/// mounts it. `Err` says why it cannot, as a skip: [`Skip::Privilege`] when tracefs cannot be had
+/// (not mounted and this process may not mount it, or root-only), [`Skip::Environment`] when this
+/// kernel has no such tracepoint.
+pub fn tracepoint(name: &str) -> Result<perf_event::event::tp::Tracepoint, (Skip, String)> {
+    perf_event::event::tp::Tracepoint::by_name(name).map_err(|e| match e {
+        perf_event::Error::Parse { .. } => (Skip::Environment, e.to_string()),
+        e => (Skip::Privilege, e.to_string()),
+    })
+}
+
+/// Evaluates to the [`tracepoint`] `$name`, or returns early from the calling test with [`skip`].
+#[macro_export]
+macro_rules! require_tracepoint {
+    ($name:expr) => {
+        match $crate::tracepoint($name) {
+            Ok(tp) => tp,
+            Err((kind, reason)) => {
+                $crate::skip(kind, &reason);
+                return;
+            }
+        }
+    };
+}
+
 /// Whether the tests run on an emulated CPU (`PERF_TEST_EMULATED=1`, set by `cargo xtask kernel-matrix`
 /// for its qemu TCG guests): timers fire late there, so timer-driven sampling (task-clock, cpu-clock)
 /// takes fewer samples than elapsed periods. Tests relax such timing bounds, never exact counts.

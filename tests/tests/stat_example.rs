@@ -273,17 +273,12 @@ fn json_lines_parse_and_name_the_events() {
 
 #[test]
 fn tracepoints_count() {
-    let id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
     require!(
-        std::fs::read_to_string(id).is_ok(),
-        if is_root() {
-            Skip::Environment
-        } else {
-            Skip::Privilege
-        },
-        "tracefs is not readable ({})",
-        id.display()
+        is_root(),
+        Skip::Privilege,
+        "counting a tracepoint needs root here"
     );
+    tests::require_tracepoint!("sched:sched_switch");
     let o = stat(&[
         "-x,",
         "-e",
