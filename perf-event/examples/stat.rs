@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use nix::sys::resource::{getrusage, UsageWho};
 use perf_event::config::{online_cpus, Cpu, Inherit, OnExecve, Opts, Proc};
 use perf_event::count::Counter;
 use perf_event::event::Event;
@@ -188,7 +189,13 @@ fn run() -> Result<ExitCode, Fail> {
         Ok(())
     };
 
-    let before = proc_times();
+    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
+    // (every rustc of the build) are already in it.
+    let usage_of = match what {
+        Run::Builtin => UsageWho::RUSAGE_SELF,
+        _ => UsageWho::RUSAGE_CHILDREN,
+    };
+    let before = rusage(usage_of);
     let mut exit = ExitCode::SUCCESS;
     let start;
     let elapsed;
@@ -251,7 +258,7 @@ fn run() -> Result<ExitCode, Fail> {
             each(&|c| c.disable())?;
         }
     }
-    let after = proc_times();
+    let after = rusage(usage_of);
 
     // Read and sum.
     let mut rows = Vec::with_capacity(specs.len());
@@ -309,9 +316,9 @@ fn run() -> Result<ExitCode, Fail> {
             format!("'{}'", words.join(" "))
         }
     };
-    let user_sys = match (&what, &target, before, after) {
-        (Run::Command, Target::Child, _, Some(t)) => Some((t.child_user, t.child_sys)),
-        (Run::Builtin, Target::Me, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
+    // As perf: the user and system time of what was started (a command, or the workload).
+    let user_sys = match (&what, before, after) {
+        (Run::Command | Run::Builtin, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
         _ => None,
     };
     let report = Report {
@@ -507,27 +514,21 @@ fn wait_until(
     }
 }
 
-/// CPU seconds from `/proc/self/stat` (clock ticks of USER_HZ = 100).
+/// User and system CPU seconds, from `getrusage(2)`: of this process (`RUSAGE_SELF`), or of the
+/// children it has waited for (`RUSAGE_CHILDREN`, cumulative: the difference across one command's
+/// run is that command's, its own children included).
 #[derive(Clone, Copy)]
 struct Times {
     user: f64,
     sys: f64,
-    child_user: f64,
-    child_sys: f64,
 }
 
-fn proc_times() -> Option<Times> {
-    let stat = fs::read_to_string("/proc/self/stat").ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    // Fields after the command name start at field 3 (state); utime is field 14.
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick =
-        |i: usize| -> Option<f64> { f.get(i)?.parse::<u64>().ok().map(|t| t as f64 / 100.0) };
+fn rusage(who: UsageWho) -> Option<Times> {
+    let u = getrusage(who).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     Some(Times {
-        user: tick(11)?,
-        sys: tick(12)?,
-        child_user: tick(13)?,
-        child_sys: tick(14)?,
+        user: secs(u.user_time()),
+        sys: secs(u.system_time()),
     })
 }
 
