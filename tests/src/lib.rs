@@ -131,6 +131,17 @@ pub fn busy_loop(d: Duration) -> u64 {
     x
 }
 
+/// Spins until the calling thread has had `d` of CPU time (however busy the machine is, unlike
+/// [`busy_loop`]'s wall time); returns a value the optimizer cannot drop.
+pub fn busy_cpu(d: Duration) -> u64 {
+    let start = thread_cpu_time();
+    let mut x = 0;
+    while thread_cpu_time() - start < d {
+        x ^= busy_loop(Duration::from_micros(200));
+    }
+    x
+}
+
 /// Touches `pages` fresh anonymous pages (one write each, so exactly one page fault each in user space);
 /// returns how many it touched.
 pub fn touch_pages(pages: usize) -> usize {
