@@ -182,6 +182,11 @@ pub fn page_size() -> usize {
 /// target directory (a test runs as `target/<profile>/deps/<name>-<hash>`), so `cargo test -p tests` works
 /// alone.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
+    package_example_binary("perf-event", name)
+}
+
+/// [`example_binary`] of any workspace package (`perf-sys`'s `count`, ...).
+pub fn package_example_binary(package: &str, name: &str) -> std::path::PathBuf {
     use std::path::Path;
     if let Some(dir) = std::env::var_os("PERF_EVENT_EXAMPLES") {
         let bin = Path::new(&dir).join(name);
@@ -204,7 +209,7 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
     let mut cargo = std::process::Command::new(env!("CARGO"));
     cargo
         .current_dir(workspace)
-        .args(["build", "-q", "-p", "perf-event", "--example", name])
+        .args(["build", "-q", "-p", package, "--example", name])
         .arg("--target-dir")
         .arg(target_dir);
     match profile {
