@@ -27,6 +27,8 @@
 
 #[path = "record/args.rs"]
 mod args;
+#[path = "common/args.rs"]
+mod cli;
 #[path = "record/synth.rs"]
 mod synth;
 

@@ -22,6 +22,8 @@
 
 #[path = "stat/args.rs"]
 mod args;
+#[path = "common/args.rs"]
+mod cli;
 #[path = "stat/report.rs"]
 mod report;
 #[path = "stat/workload.rs"]
