@@ -330,6 +330,19 @@ fn tracepoints_count() {
     let n = csv_value(&csv_rows(&err), "sched:sched_switch").expect(&err);
     // Each sleep switches its task out at least once (three processes: sh's children).
     assert!(n >= 3.0, "sched:sched_switch counted {n}: {err}");
+    // Asked for in user space only, where tracepoints never fire: counted, and said to be 0.
+    let o = stat(&["-x,", "-e", "sched:sched_switch:u", "sleep", "0.01"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        csv_value(&csv_rows(&err), "sched:sched_switch:u"),
+        Some(0.0),
+        "{err}"
+    );
+    assert!(
+        err.contains("sched:sched_switch:u counts user space only") && err.contains("drop the :u"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -508,6 +521,47 @@ fn permission_limits_are_explained() {
             assert!(!err.contains(":u,"), "{err}");
         }
     }
+    if level == 2 {
+        // Context switches happen in the kernel: not shown as user-space zeros, but explained.
+        let o = as_nobody(&["sh", "-c", "sleep 0.01"]);
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("<not counted>      context-switches"), "{err}");
+        assert!(
+            err.contains("context-switches, cpu-migrations happen in the kernel")
+                && err.contains("sysctl kernel.perf_event_paranoid=1"),
+            "{err}"
+        );
+        // A tracepoint by number (what a user without tracefs access can give): refused with
+        // the reason, not counted 0.
+        if let Ok(tp) = tests::tracepoint("sched:sched_switch") {
+            let event = format!("tracepoint/config={}/", tp.id);
+            let o = as_nobody(&["-e", &event, "sleep", "0.01"]);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains(&format!("{event} happens in the kernel")),
+                "{err}"
+            );
+        }
+    }
+    if level >= 1 {
+        // Another user's process: the library's reason (ptrace access), kept.
+        let o = as_nobody(&["-p", "1", "--duration", "0.1"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("observing another user's process needs ptrace access"),
+            "{err}"
+        );
+    }
+    // A tracepoint by name: tracefs is root-only or not mountable by this user; said for a shell
+    // user (what to run), not in Rust API terms.
+    let o = as_nobody(&["-e", "sched:sched_switch", "true"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("hint: run stat as root"), "{err}");
+    assert!(!err.contains("Tracepoint {"), "{err}");
     if level >= 1 {
         let o = as_nobody(&["-a", "true"]);
         let err = text(&o.stderr);
