@@ -2,8 +2,8 @@
 //! system, or a built-in workload, and prints them the way `perf stat` does.
 //!
 //! ```text
-//! cargo run --release -p perf-event --example stat -- [OPTIONS] [CMD ARGS...]
-//! cargo run --release -p perf-event --example stat -- --help
+//! cargo run --release -p perf-event-safe --example stat -- [OPTIONS] [CMD ARGS...]
+//! cargo run --release -p perf-event-safe --example stat -- --help
 //! ```
 //!
 //! # Counting exactly a child, without unsafe code

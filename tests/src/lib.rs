@@ -178,11 +178,11 @@ pub fn page_size() -> usize {
 /// The path of perf-event's example `name`, built on first use.
 ///
 /// With `PERF_EVENT_EXAMPLES` set (the kernel matrix's guest has no cargo), `$PERF_EVENT_EXAMPLES/name`.
-/// Otherwise `cargo build -p perf-event --example name` runs once, with the calling test binary's profile and
+/// Otherwise `cargo build -p perf-event-safe --example name` runs once, with the calling test binary's profile and
 /// target directory (a test runs as `target/<profile>/deps/<name>-<hash>`), so `cargo test -p tests` works
 /// alone.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
-    package_example_binary("perf-event", name)
+    package_example_binary("perf-event-safe", name)
 }
 
 /// [`example_binary`] of any workspace package (`perf-sys`'s `count`, ...).

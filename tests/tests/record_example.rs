@@ -1,9 +1,9 @@
-//! The `record` example of perf-event (`cargo run -p perf-event --example record`), run as a user runs it
+//! The `record` example of perf-event (`cargo run -p perf-event-safe --example record`), run as a user runs it
 //! on a small C program: `perf script` and `perf report` open the file it writes without complaint, count
 //! the samples it says it wrote, and put the busy loop's samples on the busy loop's symbol (with its caller
 //! in the call chains); perf-core's reader reads the file back; bad arguments exit 2, failures 1.
 //!
-//! The example binary is built by the first test that needs it (`cargo build -p perf-event --example
+//! The example binary is built by the first test that needs it (`cargo build -p perf-event-safe --example
 //! record`, same profile and target directory as these tests). The C program is compiled with `cc`; the
 //! tests that need `perf` or `cc` print `skipped: <reason>` without them.
 

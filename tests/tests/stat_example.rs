@@ -1,7 +1,7 @@
-//! The `stat` example of perf-event (`cargo run -p perf-event --example stat`), run as a user runs it:
+//! The `stat` example of perf-event (`cargo run -p perf-event-safe --example stat`), run as a user runs it:
 //! its counts agree with `perf stat`, its CSV and JSON parse, errors exit 1 and usage errors 2.
 //!
-//! The example binary is built by the first test that needs it (`cargo build -p perf-event --example
+//! The example binary is built by the first test that needs it (`cargo build -p perf-event-safe --example
 //! stat`, same profile and target directory as these tests), so `cargo test -p tests` works alone.
 
 use std::path::{Path, PathBuf};
