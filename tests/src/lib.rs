@@ -5,6 +5,13 @@
 //! so CI, which runs as root, always runs those tests.
 #![warn(missing_docs)]
 
+/// The READMEs of `perf-sys` and `perf-core` (crates.io shows them), compiled and run as doc tests
+/// here, where both crates are dependencies. (perf-event's README is a doc test of perf-event.)
+#[cfg(doctest)]
+#[doc = include_str!("../../perf-sys/README.md")]
+#[doc = include_str!("../../perf-core/README.md")]
+pub struct ReadmeDoctests;
+
 use std::time::{Duration, Instant};
 
 /// Why a test cannot run here.
