@@ -2,7 +2,7 @@
 //! perf.data file that `perf report` and `perf script` read.
 //!
 //! ```text
-//! cargo run --release -p perf-event --example record -- -F 999 -g -o perf.data -- CMD ARGS
+//! cargo run --release -p perf-event-safe --example record -- -F 999 -g -o perf.data -- CMD ARGS
 //! perf report -i perf.data
 //! ```
 //!
@@ -27,6 +27,8 @@
 
 #[path = "record/args.rs"]
 mod args;
+#[path = "common/args.rs"]
+mod cli;
 #[path = "record/synth.rs"]
 mod synth;
 

@@ -2,8 +2,8 @@
 //! system, or a built-in workload, and prints them the way `perf stat` does.
 //!
 //! ```text
-//! cargo run --release -p perf-event --example stat -- [OPTIONS] [CMD ARGS...]
-//! cargo run --release -p perf-event --example stat -- --help
+//! cargo run --release -p perf-event-safe --example stat -- [OPTIONS] [CMD ARGS...]
+//! cargo run --release -p perf-event-safe --example stat -- --help
 //! ```
 //!
 //! # Counting exactly a child, without unsafe code
@@ -22,6 +22,8 @@
 
 #[path = "stat/args.rs"]
 mod args;
+#[path = "common/args.rs"]
+mod cli;
 #[path = "stat/report.rs"]
 mod report;
 #[path = "stat/workload.rs"]
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use nix::sys::resource::{getrusage, UsageWho};
 use perf_event::config::{online_cpus, Cpu, Inherit, OnExecve, Opts, Proc};
 use perf_event::count::Counter;
 use perf_event::event::Event;
@@ -102,7 +105,11 @@ enum Opened {
         user_only: bool,
     },
     NotSupported,
+    /// Refused: the library's error, which says why and what would work.
     Denied(Error),
+    /// Counting the kernel was refused, and the event happens only in the kernel (a tracepoint,
+    /// a context switch): the user-space-only fallback would count 0, so it is not counted.
+    KernelOnly,
 }
 
 fn run() -> Result<ExitCode, Fail> {
@@ -167,12 +174,17 @@ fn run() -> Result<ExitCode, Fail> {
         opened.push(open_event(spec, &target, &opts)?);
     }
     if !opened.iter().any(|o| matches!(o, Opened::Counters { .. })) {
-        if let Some(Opened::Denied(Error::Permission { event, source, .. })) =
-            opened.iter().find(|o| matches!(o, Opened::Denied(_)))
-        {
+        if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
             return Err(Fail::Error(format!(
-                "no event could be opened: {event}: permission denied ({source})\n{}",
-                permission_hint(&target)
+                "no event could be opened: {e}{}",
+                cli_hint(&target)
+            )));
+        }
+        if opened.iter().any(|o| matches!(o, Opened::KernelOnly)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(Fail::Error(format!(
+                "no event could be opened: {}",
+                kernel_only_text(&names)
             )));
         }
     }
@@ -188,7 +200,13 @@ fn run() -> Result<ExitCode, Fail> {
         Ok(())
     };
 
-    let before = proc_times();
+    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
+    // (every rustc of the build) are already in it.
+    let usage_of = match what {
+        Run::Builtin => UsageWho::RUSAGE_SELF,
+        _ => UsageWho::RUSAGE_CHILDREN,
+    };
+    let before = rusage(usage_of);
     let mut exit = ExitCode::SUCCESS;
     let start;
     let elapsed;
@@ -251,12 +269,14 @@ fn run() -> Result<ExitCode, Fail> {
             each(&|c| c.disable())?;
         }
     }
-    let after = proc_times();
+    let after = rusage(usage_of);
 
     // Read and sum.
     let mut rows = Vec::with_capacity(specs.len());
     let mut user_only = Vec::new();
     let mut denied = Vec::new();
+    let mut kernel_only = Vec::new();
+    let mut user_space_of_kernel_event = Vec::new();
     for (spec, o) in specs.iter().zip(&opened) {
         let (name, value) = match o {
             Opened::Counters {
@@ -278,11 +298,22 @@ fn run() -> Result<ExitCode, Fail> {
                 } else {
                     spec.name.clone()
                 };
+                // Asked for as user space only (`sched:sched_switch:u`): it can only count 0.
+                if !*u
+                    && happens_in_kernel(&spec.event)
+                    && counters.iter().all(|c| c.attr().exclude_kernel() == 1)
+                {
+                    user_space_of_kernel_event.push(spec.name.clone());
+                }
                 (name, Value::from_sums(count, enabled, running))
             }
             Opened::NotSupported => (spec.name.clone(), Value::NotSupported),
-            Opened::Denied(_) => {
-                denied.push(spec.name.clone());
+            Opened::Denied(e) => {
+                denied.push(e.to_string());
+                (spec.name.clone(), Value::NotPermitted)
+            }
+            Opened::KernelOnly => {
+                kernel_only.push(spec.name.as_str());
                 (spec.name.clone(), Value::NotPermitted)
             }
         };
@@ -309,9 +340,9 @@ fn run() -> Result<ExitCode, Fail> {
             format!("'{}'", words.join(" "))
         }
     };
-    let user_sys = match (&what, &target, before, after) {
-        (Run::Command, Target::Child, _, Some(t)) => Some((t.child_user, t.child_sys)),
-        (Run::Builtin, Target::Me, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
+    // As perf: the user and system time of what was started (a command, or the workload).
+    let user_sys = match (&what, before, after) {
+        (Run::Command | Run::Builtin, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
         _ => None,
     };
     let report = Report {
@@ -332,11 +363,26 @@ fn run() -> Result<ExitCode, Fail> {
             user_only.join(", ")
         );
     }
+    for e in &denied {
+        eprintln!("stat: not counted: {e}");
+    }
     if !denied.is_empty() {
+        eprintln!("{}", cli_hint(&target).trim_start());
+    }
+    if !kernel_only.is_empty() {
+        eprintln!("stat: not counted: {}", kernel_only_text(&kernel_only));
+    }
+    if !user_space_of_kernel_event.is_empty() {
+        let one = user_space_of_kernel_event.len() == 1;
         eprintln!(
-            "stat: not counted for lack of permission: {}\n{}",
-            denied.join(", "),
-            permission_hint(&target)
+            "stat: {} {} user space only, where {} never {} (only the kernel has {}): 0 is all \
+             {} can count; drop the :u",
+            user_space_of_kernel_event.join(", "),
+            if one { "counts" } else { "count" },
+            if one { "this event" } else { "these events" },
+            if one { "happens" } else { "happen" },
+            if one { "it" } else { "them" },
+            if one { "it" } else { "they" },
         );
     }
     Ok(exit)
@@ -367,12 +413,7 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     names
         .into_iter()
         .map(|name| {
-            let event = Event::parse(&name).map_err(|e| {
-                Fail::Error(format!(
-                    "{e}\n(names as `perf list` prints them; tracepoints as system:name, PMU events \
-                     as pmu/terms/)"
-                ))
-            })?;
+            let event = Event::parse(&name).map_err(|e| Fail::Error(event_error(&name, e)))?;
             let kind = kind_of(&event);
             Ok(Spec {
                 optional: optional_hw && event.ty() == sys::PERF_TYPE_HARDWARE,
@@ -382,6 +423,43 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
             })
         })
         .collect()
+}
+
+/// Why `-e NAME` cannot be used, for someone at a shell.
+fn event_error(name: &str, e: Error) -> String {
+    let tracepoint = name.contains(':') && !name.contains('/');
+    if !tracepoint || e.kind() != io::ErrorKind::PermissionDenied {
+        return format!(
+            "{e}\n(names as `perf list` prints them; tracepoints as system:name, PMU events as \
+             pmu/terms/)"
+        );
+    }
+    match perf_event::event::tp::tracefs() {
+        // Not mounted, and this user may not mount it: the library says where it looked and how.
+        Err(_) => format!(
+            "{e}\nhint: run stat as root: it mounts tracefs, as perf does (tracefs is usually \
+             readable by root only, and counting a tracepoint needs kernel counting: {})",
+            paranoid_text()
+        ),
+        // Mounted, but root-only.
+        Ok(root) => {
+            let (system, event) = name.split_once(':').unwrap_or((name, ""));
+            let event = event.split(':').next().unwrap_or(event);
+            let cause =
+                std::error::Error::source(&e).map_or_else(String::new, |c| format!(" ({c})"));
+            format!(
+                "cannot use event {name:?}: tracepoints are looked up by name in tracefs ({}), \
+                 which this user cannot read{cause}.\n\
+                 hint: run stat as root. Or let root read the tracepoint's number from \
+                 {}/events/{system}/{event}/id and count it as -e tracepoint/config=NUMBER/; \
+                 counting a tracepoint also needs kernel counting ({}; sysctl \
+                 kernel.perf_event_paranoid=1 allows it)",
+                root.display(),
+                root.display(),
+                paranoid_text()
+            )
+        }
+    }
 }
 
 fn kind_of(e: &Event) -> Kind {
@@ -412,7 +490,11 @@ fn open_event(spec: &Spec, target: &Target, opts: &Opts) -> Result<Opened, Fail>
             let mut user = opts.clone();
             user.exclude.kernel = true;
             user.exclude.hv = true;
-            open_on(&spec.event, target, &user).map(|c| (c, true))
+            match open_on(&spec.event, target, &user) {
+                // Allowed in user space only, where it never happens: it would count 0.
+                Ok(_) if happens_in_kernel(&spec.event) => return Ok(Opened::KernelOnly),
+                r => r.map(|c| (c, true)),
+            }
         }
         r => r.map(|c| (c, false)),
     };
@@ -507,27 +589,21 @@ fn wait_until(
     }
 }
 
-/// CPU seconds from `/proc/self/stat` (clock ticks of USER_HZ = 100).
+/// User and system CPU seconds, from `getrusage(2)`: of this process (`RUSAGE_SELF`), or of the
+/// children it has waited for (`RUSAGE_CHILDREN`, cumulative: the difference across one command's
+/// run is that command's, its own children included).
 #[derive(Clone, Copy)]
 struct Times {
     user: f64,
     sys: f64,
-    child_user: f64,
-    child_sys: f64,
 }
 
-fn proc_times() -> Option<Times> {
-    let stat = fs::read_to_string("/proc/self/stat").ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    // Fields after the command name start at field 3 (state); utime is field 14.
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick =
-        |i: usize| -> Option<f64> { f.get(i)?.parse::<u64>().ok().map(|t| t as f64 / 100.0) };
+fn rusage(who: UsageWho) -> Option<Times> {
+    let u = getrusage(who).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     Some(Times {
-        user: tick(11)?,
-        sys: tick(12)?,
-        child_user: tick(13)?,
-        child_sys: tick(14)?,
+        user: secs(u.user_time()),
+        sys: secs(u.system_time()),
     })
 }
 
@@ -546,31 +622,42 @@ fn paranoid_text() -> String {
     }
 }
 
-/// What the paranoid level allows, and what would work.
-fn permission_hint(target: &Target) -> String {
-    let level = paranoid_level();
-    let why = match level {
-        Some(p) if p >= 3 => {
-            "level 3 and above forbid every perf event to unprivileged users (a Debian/Ubuntu \
-             patch); nothing but privilege or a lower level helps"
-        }
-        Some(p) if p >= 1 && matches!(target, Target::Cpus(_)) => {
-            "system-wide counting (-a) needs perf_event_paranoid <= 0; without -a, your own \
-             commands can be counted"
-        }
-        Some(p) if p >= 2 => {
-            "level 2 allows user-space counting of your own processes only (the :u modifier); \
-             kernel space needs <= 1, system-wide (-a) <= 0"
-        }
-        _ if matches!(target, Target::Threads(_)) => {
-            "attaching to another user's process needs ptrace access to it (same user, or \
-             CAP_PERFMON/CAP_SYS_PTRACE)"
-        }
-        _ => "some events (kprobes, raw tracepoint data) need privilege at any level",
-    };
+/// What the library's permission errors cannot know: what this tool's options change.
+fn cli_hint(target: &Target) -> String {
+    match (paranoid_level(), target) {
+        (Some(p), Target::Cpus(_)) if p >= 1 => format!(
+            "\nhint: -a counts every task, which needs perf_event_paranoid <= 0 (it is {p}) or \
+             CAP_PERFMON; without -a, stat counts your own commands"
+        ),
+        (Some(p), _) if p >= 3 => format!(
+            "\nhint: perf_event_paranoid is {p}: no perf event is allowed to unprivileged users; \
+             run stat as root, or: sysctl kernel.perf_event_paranoid=2"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Events that happen only in kernel context: counting user space only gives 0 for them.
+fn happens_in_kernel(e: &Event) -> bool {
+    let sw = |c: u32| e.ty() == sys::PERF_TYPE_SOFTWARE && e.config() == u64::from(c);
+    e.ty() == sys::PERF_TYPE_TRACEPOINT
+        || sw(sys::PERF_COUNT_SW_CONTEXT_SWITCHES)
+        || sw(sys::PERF_COUNT_SW_CPU_MIGRATIONS)
+}
+
+/// Why kernel-only events are not counted, and what allows them.
+fn kernel_only_text(names: &[&str]) -> String {
     format!(
-        "hint: {}: {why}. What works everywhere: run as root or with CAP_PERFMON (Linux 5.8+), or \
-         lower the level: sysctl kernel.perf_event_paranoid=<n>",
-        paranoid_text()
+        "{} {} in the kernel, and {}, which lets unprivileged users count user space only \
+         (where {} would count 0). Run stat as root or with CAP_PERFMON, or allow kernel \
+         counting: sysctl kernel.perf_event_paranoid=1",
+        names.join(", "),
+        if names.len() == 1 {
+            "happens"
+        } else {
+            "happen"
+        },
+        paranoid_text(),
+        if names.len() == 1 { "it" } else { "they" },
     )
 }

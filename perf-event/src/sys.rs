@@ -1,8 +1,7 @@
 //! Facts about the running system that the API and the error messages need: online CPUs, the kernel
-//! version, `perf_event_paranoid`, the PMUs in sysfs and where tracefs is mounted.
+//! version, `perf_event_paranoid` and the PMUs in sysfs (tracefs is found in `event::tp`).
 
 use std::fs;
-use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
@@ -100,32 +99,6 @@ pub(crate) fn pmu_name(ty: u32) -> Option<String> {
         .into_iter()
         .find(|(_, t)| *t == Some(ty))
         .map(|(n, _)| n)
-}
-
-/// The tracefs mount point: the `tracefs` line of `/proc/mounts`, else `<debugfs>/tracing`, else
-/// `/sys/kernel/tracing`.
-pub(crate) fn tracefs() -> PathBuf {
-    if let Ok(mounts) = fs::read_to_string("/proc/mounts") {
-        let mut debugfs = None;
-        for line in mounts.lines() {
-            let mut f = line.split_whitespace();
-            let (_, Some(dir), Some(fstype)) = (f.next(), f.next(), f.next()) else {
-                continue;
-            };
-            // /proc/mounts escapes spaces as \040.
-            let dir = dir.replace("\\040", " ");
-            if fstype == "tracefs" {
-                return PathBuf::from(dir);
-            }
-            if fstype == "debugfs" && debugfs.is_none() {
-                debugfs = Some(PathBuf::from(dir).join("tracing"));
-            }
-        }
-        if let Some(d) = debugfs.filter(|d| d.join("events").exists()) {
-            return d;
-        }
-    }
-    PathBuf::from("/sys/kernel/tracing")
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! kernel folds its counts into ours, and one read gives the command's totals.
 //! This shows the "depend on just the sys crate" use; `perf-event` wraps all of it safely.
 
+use std::ffi::OsString;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::process::{Command, ExitCode};
@@ -48,10 +49,27 @@ fn open_on(pid: libc::pid_t, config: u32) -> io::Result<(OwnedFd, bool)> {
     }
 }
 
+const USAGE: &str = "usage: count [--] CMD [ARGS...]";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match args.first().and_then(|a| a.to_str()) {
+        // `count -- ls -l`: the usual end of options, as `perf stat -- ls -l`.
+        Some("--") => {
+            args.remove(0);
+        }
+        Some("-h" | "--help") => {
+            println!("{USAGE}\nCounts task-clock, context-switches and page-faults of CMD.");
+            return ExitCode::SUCCESS;
+        }
+        Some(opt) if opt.starts_with('-') => {
+            eprintln!("count: unknown option {opt:?} (no options are taken)\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
     let Some((program, rest)) = args.split_first() else {
-        eprintln!("usage: count CMD [ARGS...]");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
 
@@ -89,7 +107,11 @@ fn main() -> ExitCode {
     };
     let wall = start.elapsed();
 
-    println!("\n Performance counter stats for '{}':\n", args.join(" "));
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    println!("\n Performance counter stats for '{}':\n", words.join(" "));
     for ev in &mut events {
         let Some(fd) = ev.fd.take() else {
             println!("{:>18}      {:<18} {}", "", ev.name, ev.note);

@@ -5,6 +5,13 @@
 //! so CI, which runs as root, always runs those tests.
 #![warn(missing_docs)]
 
+/// The READMEs of `perf-sys` and `perf-core` (crates.io shows them), compiled and run as doc tests
+/// here, where both crates are dependencies. (perf-event's README is a doc test of perf-event.)
+#[cfg(doctest)]
+#[doc = include_str!("../../perf-sys/README.md")]
+#[doc = include_str!("../../perf-core/README.md")]
+pub struct ReadmeDoctests;
+
 use std::time::{Duration, Instant};
 
 /// Why a test cannot run here.
@@ -38,6 +45,31 @@ macro_rules! require {
         if !$cond {
             $crate::skip($kind, &format!($($reason)+));
             return;
+        }
+    };
+}
+
+/// Resolves tracepoint `name` (`system:event`) through perf-event, which finds tracefs or, as root,
+/// mounts it. `Err` says why it cannot, as a skip: [`Skip::Privilege`] when tracefs cannot be had
+/// (not mounted and this process may not mount it, or root-only), [`Skip::Environment`] when this
+/// kernel has no such tracepoint.
+pub fn tracepoint(name: &str) -> Result<perf_event::event::tp::Tracepoint, (Skip, String)> {
+    perf_event::event::tp::Tracepoint::by_name(name).map_err(|e| match e {
+        perf_event::Error::Parse { .. } => (Skip::Environment, e.to_string()),
+        e => (Skip::Privilege, e.to_string()),
+    })
+}
+
+/// Evaluates to the [`tracepoint`] `$name`, or returns early from the calling test with [`skip`].
+#[macro_export]
+macro_rules! require_tracepoint {
+    ($name:expr) => {
+        match $crate::tracepoint($name) {
+            Ok(tp) => tp,
+            Err((kind, reason)) => {
+                $crate::skip(kind, &reason);
+                return;
+            }
         }
     };
 }
@@ -106,6 +138,17 @@ pub fn busy_loop(d: Duration) -> u64 {
     x
 }
 
+/// Spins until the calling thread has had `d` of CPU time (however busy the machine is, unlike
+/// [`busy_loop`]'s wall time); returns a value the optimizer cannot drop.
+pub fn busy_cpu(d: Duration) -> u64 {
+    let start = thread_cpu_time();
+    let mut x = 0;
+    while thread_cpu_time() - start < d {
+        x ^= busy_loop(Duration::from_micros(200));
+    }
+    x
+}
+
 /// Touches `pages` fresh anonymous pages (one write each, so exactly one page fault each in user space);
 /// returns how many it touched.
 pub fn touch_pages(pages: usize) -> usize {
@@ -142,10 +185,15 @@ pub fn page_size() -> usize {
 /// The path of perf-event's example `name`, built on first use.
 ///
 /// With `PERF_EVENT_EXAMPLES` set (the kernel matrix's guest has no cargo), `$PERF_EVENT_EXAMPLES/name`.
-/// Otherwise `cargo build -p perf-event --example name` runs once, with the calling test binary's profile and
+/// Otherwise `cargo build -p perf-event-safe --example name` runs once, with the calling test binary's profile and
 /// target directory (a test runs as `target/<profile>/deps/<name>-<hash>`), so `cargo test -p tests` works
 /// alone.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
+    package_example_binary("perf-event-safe", name)
+}
+
+/// [`example_binary`] of any workspace package (`perf-sys`'s `count`, ...).
+pub fn package_example_binary(package: &str, name: &str) -> std::path::PathBuf {
     use std::path::Path;
     if let Some(dir) = std::env::var_os("PERF_EVENT_EXAMPLES") {
         let bin = Path::new(&dir).join(name);
@@ -168,7 +216,7 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
     let mut cargo = std::process::Command::new(env!("CARGO"));
     cargo
         .current_dir(workspace)
-        .args(["build", "-q", "-p", "perf-event", "--example", name])
+        .args(["build", "-q", "-p", package, "--example", name])
         .arg("--target-dir")
         .arg(target_dir);
     match profile {

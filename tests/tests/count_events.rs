@@ -8,10 +8,9 @@ use perf_event::count::Counter;
 use perf_event::event::bp::{Breakpoint, Len, Type};
 use perf_event::event::dp::{Uprobe, Uretprobe};
 use perf_event::event::sw::Software;
-use perf_event::event::tp::Tracepoint;
 use perf_event::event::Event;
 use perf_event::Error;
-use tests::{has_pmu, is_root, require, touch_pages, Skip};
+use tests::{has_pmu, is_root, require, require_tracepoint, touch_pages, Skip};
 
 const ME: (Proc, perf_event::config::All) = (Proc::CURRENT, Cpu::ALL);
 
@@ -145,8 +144,12 @@ fn modify_attributes_moves_a_breakpoint() {
 
 #[test]
 fn tracepoint_by_name_counts_and_filters() {
-    require!(is_root(), Skip::Privilege, "tracefs is root-only here");
-    let tp = Tracepoint::by_name("syscalls:sys_enter_getppid").unwrap();
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "counting a tracepoint needs root here"
+    );
+    let tp = require_tracepoint!("syscalls:sys_enter_getppid");
     let by_id = Counter::new(&tp, ME, Opts::default()).unwrap();
     let by_name = Counter::new("syscalls:sys_enter_getppid", ME, Opts::default()).unwrap();
     assert_eq!(by_name.attr().config, tp.id);
@@ -186,7 +189,12 @@ fn tracepoint_by_name_counts_and_filters() {
 
 #[test]
 fn sched_switch_by_name_counts_sleeps() {
-    require!(is_root(), Skip::Privilege, "tracefs is root-only here");
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "counting a tracepoint needs root here"
+    );
+    require_tracepoint!("sched:sched_switch");
     const SLEEPS: u64 = 10;
     let c = Counter::new("sched:sched_switch", ME, Opts::default()).unwrap();
     let before = thread_switches();

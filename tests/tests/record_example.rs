@@ -1,9 +1,9 @@
-//! The `record` example of perf-event (`cargo run -p perf-event --example record`), run as a user runs it
+//! The `record` example of perf-event (`cargo run -p perf-event-safe --example record`), run as a user runs it
 //! on a small C program: `perf script` and `perf report` open the file it writes without complaint, count
 //! the samples it says it wrote, and put the busy loop's samples on the busy loop's symbol (with its caller
 //! in the call chains); perf-core's reader reads the file back; bad arguments exit 2, failures 1.
 //!
-//! The example binary is built by the first test that needs it (`cargo build -p perf-event --example
+//! The example binary is built by the first test that needs it (`cargo build -p perf-event-safe --example
 //! record`, same profile and target directory as these tests). The C program is compiled with `cc`; the
 //! tests that need `perf` or `cc` print `skipped: <reason>` without them.
 
@@ -65,7 +65,7 @@ impl Drop for TempDir {
     }
 }
 
-/// The test program: `busy_loop_fn` runs (called from `main`) for argv[1] seconds of wall time.
+/// The test program: `busy_loop_fn` runs (called from `main`) for argv[1] seconds of its CPU time.
 const BUSY_C: &str = r#"
 #include <stdlib.h>
 #include <time.h>
@@ -78,10 +78,11 @@ __attribute__((noinline)) unsigned long busy_loop_fn(unsigned long n) {
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0.3;
     struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    /* Its own CPU time, not wall time: on a loaded machine it still runs `secs` on a CPU. */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
     do {
         sink += busy_loop_fn(100000);
-        clock_gettime(CLOCK_MONOTONIC, &b);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
     } while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < secs);
     return 0;
 }

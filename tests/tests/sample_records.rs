@@ -8,7 +8,6 @@ use std::time::Duration;
 use perf_event::config::{CallChain, Cpu, Opts, Proc, RegsMask, SampleOn, Size, UseBuildId};
 use perf_event::count::Counter;
 use perf_event::event::sw::Software;
-use perf_event::event::tp::Tracepoint;
 use perf_event::sample::record::{Info, Record, Switch};
 use perf_event::Error;
 use tests::{is_root, page_size, paranoid, require, Skip};
@@ -246,20 +245,10 @@ fn side_band_records_appear() {
     }
 }
 
-fn getppid_tracepoint() -> Option<Tracepoint> {
-    Tracepoint::new("syscalls", "sys_enter_getppid").ok()
-}
-
 #[test]
 fn tiny_ring_reports_lost_records() {
     require!(is_root(), Skip::Privilege, "tracepoints need root here");
-    let Some(tp) = getppid_tracepoint() else {
-        tests::skip(
-            Skip::Environment,
-            "no syscalls:sys_enter_getppid tracepoint",
-        );
-        return;
-    };
+    let tp = tests::require_tracepoint!("syscalls:sys_enter_getppid");
     let mut opts = Opts::default();
     opts.sample_on = SampleOn::Count(1);
     opts.stat_format.lost_records = true;
@@ -310,13 +299,7 @@ fn second_sampler_is_refused_and_allowed_after_drop() {
 #[test]
 fn shared_ring_attributes_records_to_counters() {
     require!(is_root(), Skip::Privilege, "tracepoints need root here");
-    let Some(tp) = getppid_tracepoint() else {
-        tests::skip(
-            Skip::Environment,
-            "no syscalls:sys_enter_getppid tracepoint",
-        );
-        return;
-    };
+    let tp = tests::require_tracepoint!("syscalls:sys_enter_getppid");
     let mut opts = Opts::default();
     opts.sample_on = SampleOn::Count(1);
     opts.record_id_format.identifier = true;
@@ -358,13 +341,7 @@ fn shared_ring_attributes_records_to_counters() {
 #[test]
 fn overwrite_ring_returns_newest_records() {
     require!(is_root(), Skip::Privilege, "tracepoints need root here");
-    let Some(tp) = getppid_tracepoint() else {
-        tests::skip(
-            Skip::Environment,
-            "no syscalls:sys_enter_getppid tracepoint",
-        );
-        return;
-    };
+    let tp = tests::require_tracepoint!("syscalls:sys_enter_getppid");
     let mut opts = Opts::default();
     opts.sample_on = SampleOn::Count(1);
     opts.write_backward = true;

@@ -43,15 +43,6 @@ fn count(fd: &OwnedFd) -> u64 {
     read_u64s::<1>(fd)[0]
 }
 
-fn tracepoint_id(name: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/sys/kernel/tracing/events/{name}/id"))
-        .or_else(|_| std::fs::read_to_string(format!("/sys/kernel/debug/tracing/events/{name}/id")))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// A minimal reader of the data ring, enough to count records by type.
 struct Ring {
     base: *mut u8,
@@ -329,13 +320,7 @@ fn set_filter_filters_a_tracepoint() {
         Skip::Privilege,
         "tracefs is root-only; run as root"
     );
-    let Some(id) = tracepoint_id("syscalls/sys_enter_write") else {
-        tests::skip(
-            Skip::Environment,
-            "no syscalls:sys_enter_write tracepoint (tracefs not mounted?)",
-        );
-        return;
-    };
+    let id = tests::require_tracepoint!("syscalls:sys_enter_write").id;
     let fd = open(&attr(PERF_TYPE_TRACEPOINT, id), None);
     ioctl::set_filter(fd.as_fd(), &CString::new("fd == 99").unwrap()).unwrap();
     ioctl::enable(fd.as_fd()).unwrap();
@@ -395,13 +380,7 @@ fn set_bpf_and_query_bpf_on_a_tracepoint() {
         Skip::Privilege,
         "BPF_PROG_LOAD needs CAP_BPF/root"
     );
-    let Some(id) = tracepoint_id("syscalls/sys_enter_getppid") else {
-        tests::skip(
-            Skip::Environment,
-            "no syscalls:sys_enter_getppid tracepoint",
-        );
-        return;
-    };
+    let id = tests::require_tracepoint!("syscalls:sys_enter_getppid").id;
     const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
     let prog = match load_trivial_bpf(BPF_PROG_TYPE_TRACEPOINT) {
         Ok(p) => p,

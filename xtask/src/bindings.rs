@@ -100,8 +100,7 @@ pub fn generate(include: &Path) -> Result<(String, String), String> {
     if let Some(asm) = asm_include(include) {
         builder = builder.clang_arg(format!("-I{}", asm.display()));
     }
-    let bindings = builder
-        .generate()
+    let bindings = generate_without_panic(builder)?
         .map_err(|e| format!("bindgen on {}: {e}", include.display()))?;
     let body = bindings.to_string();
     let header = format!(
@@ -118,6 +117,32 @@ pub fn generate(include: &Path) -> Result<(String, String), String> {
         bindgen_version(),
     );
     Ok((version.module(), header + &body))
+}
+
+/// `builder.generate()`, with bindgen's panic when libclang cannot be loaded turned into an error that
+/// says what to install (bindgen loads libclang at run time and panics, with a backtrace, without it).
+fn generate_without_panic(
+    builder: bindgen::Builder,
+) -> Result<Result<bindgen::Bindings, bindgen::BindgenError>, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // the message is reported below, once
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate()));
+    std::panic::set_hook(hook);
+    out.map_err(|payload| {
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        if msg.contains("libclang") {
+            format!(
+                "bindgen needs libclang, which is not installed: install libclang: apt-get install \
+                 libclang-dev (or set LIBCLANG_PATH to the folder holding libclang.so)\n  ({msg})"
+            )
+        } else {
+            format!("bindgen panicked: {msg}")
+        }
+    })
 }
 
 /// The bindgen version pinned in Cargo.lock; written into every generated file.

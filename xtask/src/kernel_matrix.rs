@@ -336,12 +336,12 @@ fn build_tests(only: &[String]) -> Result<Vec<TestBinary>, String> {
 /// guest there is no cargo to build them); returns them.
 fn build_examples() -> Result<Vec<TestBinary>, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("kernel-matrix: cargo build -p perf-event --examples --target {TARGET}");
+    eprintln!("kernel-matrix: cargo build -p perf-event-safe --examples --target {TARGET}");
     let out = Command::new(cargo)
         .args([
             "build",
             "-p",
-            "perf-event",
+            "perf-event-safe",
             "--examples",
             "--target",
             TARGET,

@@ -1,7 +1,9 @@
-//! Command-line options of the record example, parsed by hand (no argument-parsing crate).
+//! Command-line options of the record example (parsed with lexopt through `common/args.rs`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+use crate::cli::{self, Arg, Parser};
 
 pub const USAGE: &str = "\
 usage: record [OPTIONS] [--] CMD [ARGS...]
@@ -64,104 +66,51 @@ impl Default for Args {
 }
 
 /// Parses the arguments after the program name; `Err` is a usage message.
-pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     let mut a = Args::default();
     let (mut freq, mut count) = (None, None);
-    while let Some(arg) = it.next() {
-        let Some(s) = arg.to_str().map(str::to_owned) else {
-            if arg.to_string_lossy().starts_with('-') {
-                return Err(format!("option {arg:?} is not valid UTF-8"));
+    let mut p = Parser::from_args(args);
+    while let Some(arg) = p.next().map_err(cli::usage)? {
+        match arg {
+            Arg::Short('e') | Arg::Long("event") => {
+                set_event(&mut a, &cli::value(&mut p, "EVENT")?)?
             }
-            a.command.push(arg);
-            break;
-        };
-        if s == "--" {
-            break;
-        }
-        if let Some(long) = s.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (long, None),
-            };
-            let mut value = |what: &str| -> Result<String, String> {
-                match inline.clone() {
-                    Some(v) => Ok(v),
-                    None => next_value(&mut it, &format!("--{name}"), what),
-                }
-            };
-            match name {
-                "event" => set_event(&mut a, value("EVENT")?)?,
-                "freq" => freq = Some(number(&value("HZ")?, "--freq")?),
-                "count" => count = Some(number(&value("N")?, "--count")?),
-                "call-graph" => {
-                    // `--call-graph fp` is what -g means; other unwinders are not offered.
-                    match inline.as_deref() {
-                        None | Some("fp") => a.call_graph = true,
-                        Some(other) => {
-                            return Err(format!(
-                                "--call-graph={other} is not supported: only frame pointers (fp)"
-                            ))
-                        }
-                    }
-                }
-                "output" => a.output = PathBuf::from(value("FILE")?),
-                "all-cpus" => a.all_cpus = flag(name, &inline)?,
-                "pid" => a.pids.extend(parse_pids(&value("PID")?)?),
-                "mmap-pages" => a.pages_exp = pages(&value("PAGES")?)?,
-                "help" => a.help = flag(name, &inline)?,
-                _ => return Err(format!("unknown option '--{name}'")),
+            Arg::Short('F') | Arg::Long("freq") => {
+                freq = Some(positive(&cli::value(&mut p, "HZ")?, "-F")?)
             }
-            continue;
-        }
-        if s.len() > 1 && s.starts_with('-') {
-            // A cluster of short flags, then at most one option taking a value (attached, `-F99`,
-            // or the next argument, `-F 99`).
-            for (i, c) in s[1..].char_indices() {
-                let rest = &s[1 + i + c.len_utf8()..];
-                let mut value = |what: &str| -> Result<String, String> {
-                    if rest.is_empty() {
-                        next_value(&mut it, &format!("-{c}"), what)
-                    } else {
-                        Ok(rest.to_owned())
-                    }
-                };
-                match c {
-                    'g' => a.call_graph = true,
-                    'a' => a.all_cpus = true,
-                    'h' => a.help = true,
-                    'e' => {
-                        set_event(&mut a, value("EVENT")?)?;
-                        break;
-                    }
-                    'F' => {
-                        freq = Some(number(&value("HZ")?, "-F")?);
-                        break;
-                    }
-                    'c' => {
-                        count = Some(number(&value("N")?, "-c")?);
-                        break;
-                    }
-                    'o' => {
-                        a.output = PathBuf::from(value("FILE")?);
-                        break;
-                    }
-                    'p' => {
-                        a.pids.extend(parse_pids(&value("PID")?)?);
-                        break;
-                    }
-                    'm' => {
-                        a.pages_exp = pages(&value("PAGES")?)?;
-                        break;
-                    }
-                    _ => return Err(format!("unknown option '-{c}'")),
-                }
+            Arg::Short('c') | Arg::Long("count") => {
+                count = Some(positive(&cli::value(&mut p, "N")?, "-c")?)
             }
-            continue;
+            Arg::Short('g') => a.call_graph = true,
+            // `--call-graph=fp` is what -g means; other unwinders are not offered.
+            Arg::Long("call-graph") => match p.optional_value() {
+                None => a.call_graph = true,
+                Some(v) if v == "fp" => a.call_graph = true,
+                Some(other) => {
+                    return Err(format!(
+                        "--call-graph={} is not supported: only frame pointers (fp)",
+                        other.to_string_lossy()
+                    ))
+                }
+            },
+            Arg::Short('o') | Arg::Long("output") => {
+                a.output = PathBuf::from(cli::value(&mut p, "FILE")?)
+            }
+            Arg::Short('a') | Arg::Long("all-cpus") => a.all_cpus = true,
+            Arg::Short('p') | Arg::Long("pid") => {
+                a.pids.extend(cli::pids(&cli::value(&mut p, "PID")?)?)
+            }
+            Arg::Short('m') | Arg::Long("mmap-pages") => {
+                a.pages_exp = pages(&cli::value(&mut p, "PAGES")?)?
+            }
+            Arg::Short('h') | Arg::Long("help") => a.help = true,
+            Arg::Value(first) => {
+                a.command = cli::command(&mut p, first);
+                break;
+            }
+            other => return Err(cli::usage(other.unexpected())),
         }
-        a.command.push(arg);
-        break;
     }
-    a.command.extend(it);
     if a.help {
         return Ok(a);
     }
@@ -186,52 +135,24 @@ pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
     Ok(a)
 }
 
-fn set_event(a: &mut Args, e: String) -> Result<(), String> {
+/// The one event of `-e`: this example records a single event.
+fn set_event(a: &mut Args, text: &str) -> Result<(), String> {
     if a.event.is_some() {
         return Err("only one event can be recorded by this example (-e given twice)".into());
     }
-    let trimmed = e.trim();
-    if trimmed.is_empty() {
-        return Err("-e needs an event name".into());
-    }
-    // A comma outside `pmu/terms/` separates events.
-    let mut in_pmu = false;
-    for ch in trimmed.chars() {
-        match ch {
-            '/' => in_pmu = !in_pmu,
-            ',' if !in_pmu => {
-                return Err(format!(
-                    "only one event can be recorded by this example, got the list {trimmed:?}"
-                ))
-            }
-            '{' | '}' => return Err(format!("event groups are not supported: {trimmed:?}")),
-            _ => {}
+    match cli::event_list(text)?.as_slice() {
+        [one] => {
+            a.event = Some(one.clone());
+            Ok(())
         }
-    }
-    a.event = Some(trimmed.to_owned());
-    Ok(())
-}
-
-fn next_value(
-    it: &mut impl Iterator<Item = OsString>,
-    opt: &str,
-    what: &str,
-) -> Result<String, String> {
-    let v = it
-        .next()
-        .ok_or_else(|| format!("option '{opt}' needs a value ({what})"))?;
-    v.into_string()
-        .map_err(|v| format!("the value of '{opt}' is not valid UTF-8: {v:?}"))
-}
-
-fn flag(name: &str, inline: &Option<String>) -> Result<bool, String> {
-    match inline {
-        None => Ok(true),
-        Some(_) => Err(format!("option '--{name}' takes no value")),
+        list => Err(format!(
+            "only one event can be recorded by this example, got the list {list:?}"
+        )),
     }
 }
 
-fn number(s: &str, opt: &str) -> Result<u64, String> {
+/// A positive integer, the value of `opt`.
+fn positive(s: &str, opt: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!(
@@ -247,13 +168,4 @@ fn pages(s: &str) -> Result<u8, String> {
             "--mmap-pages must be a power of two from 1 to 1048576, not '{s}'"
         )),
     }
-}
-
-fn parse_pids(s: &str) -> Result<Vec<u32>, String> {
-    s.split(',')
-        .map(|p| match p.trim().parse::<u32>() {
-            Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok(n),
-            _ => Err(format!("'{p}' is not a process id (a positive integer)")),
-        })
-        .collect()
 }

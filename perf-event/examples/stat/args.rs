@@ -1,8 +1,10 @@
-//! Command-line options of the stat example, parsed by hand (no argument-parsing crate).
+//! Command-line options of the stat example (parsed with lexopt through `common/args.rs`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::cli::{self, Arg, Parser};
 
 pub const USAGE: &str = "\
 usage: stat [OPTIONS] [--] [CMD [ARGS...]]
@@ -42,84 +44,34 @@ pub struct Args {
 }
 
 /// Parses the arguments after the program name; `Err` is a usage message.
-pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     let mut a = Args::default();
-    while let Some(arg) = it.next() {
-        let Some(s) = arg.to_str().map(str::to_owned) else {
-            if arg.to_string_lossy().starts_with('-') {
-                return Err(format!("option {arg:?} is not valid UTF-8"));
+    let mut p = Parser::from_args(args);
+    while let Some(arg) = p.next().map_err(cli::usage)? {
+        match arg {
+            Arg::Short('e') | Arg::Long("event") => a
+                .events
+                .extend(cli::event_list(&cli::value(&mut p, "EVENT")?)?),
+            Arg::Short('a') | Arg::Long("all-cpus") => a.all_cpus = true,
+            Arg::Short('p') | Arg::Long("pid") => {
+                a.pids.extend(cli::pids(&cli::value(&mut p, "PID")?)?)
             }
-            a.command.push(arg);
-            break;
-        };
-        if s == "--" {
-            break;
-        }
-        if let Some(long) = s.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (long, None),
-            };
-            let mut value = |what: &str| -> Result<String, String> {
-                match inline.clone() {
-                    Some(v) => Ok(v),
-                    None => next_value(&mut it, &format!("--{name}"), what),
-                }
-            };
-            match name {
-                "event" => a.events.extend(split_events(&value("EVENT")?)?),
-                "all-cpus" => a.all_cpus = flag(name, &inline)?,
-                "pid" => a.pids.extend(parse_pids(&value("PID")?)?),
-                "duration" => a.duration = Some(parse_duration(&value("SECS")?)?),
-                "field-separator" => a.csv = Some(value("SEP")?),
-                "json" => a.json = flag(name, &inline)?,
-                "output" => a.output = Some(PathBuf::from(value("FILE")?)),
-                "help" => a.help = flag(name, &inline)?,
-                _ => return Err(format!("unknown option '--{name}'")),
+            Arg::Long("duration") => a.duration = Some(duration(&cli::value(&mut p, "SECS")?)?),
+            Arg::Short('x') | Arg::Long("field-separator") => {
+                a.csv = Some(cli::value(&mut p, "SEP")?)
             }
-            continue;
-        }
-        if s.len() > 1 && s.starts_with('-') {
-            // A cluster of short options: flags first, then at most one option taking a value
-            // (attached, `-x,`, or the next argument, `-x ,`).
-            for (i, c) in s[1..].char_indices() {
-                let rest = &s[1 + i + c.len_utf8()..];
-                let mut value = |what: &str| -> Result<String, String> {
-                    if rest.is_empty() {
-                        next_value(&mut it, &format!("-{c}"), what)
-                    } else {
-                        Ok(rest.to_owned())
-                    }
-                };
-                match c {
-                    'a' => a.all_cpus = true,
-                    'j' => a.json = true,
-                    'h' => a.help = true,
-                    'e' => {
-                        a.events.extend(split_events(&value("EVENT")?)?);
-                        break;
-                    }
-                    'p' => {
-                        a.pids.extend(parse_pids(&value("PID")?)?);
-                        break;
-                    }
-                    'x' => {
-                        a.csv = Some(value("SEP")?);
-                        break;
-                    }
-                    'o' => {
-                        a.output = Some(PathBuf::from(value("FILE")?));
-                        break;
-                    }
-                    _ => return Err(format!("unknown option '-{c}'")),
-                }
+            Arg::Short('j') | Arg::Long("json") => a.json = true,
+            Arg::Short('o') | Arg::Long("output") => {
+                a.output = Some(PathBuf::from(cli::value(&mut p, "FILE")?))
             }
-            continue;
+            Arg::Short('h') | Arg::Long("help") => a.help = true,
+            Arg::Value(first) => {
+                a.command = cli::command(&mut p, first);
+                break;
+            }
+            other => return Err(cli::usage(other.unexpected())),
         }
-        a.command.push(arg);
-        break;
     }
-    a.command.extend(it);
     if a.help {
         return Ok(a);
     }
@@ -135,67 +87,11 @@ pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
     Ok(a)
 }
 
-fn next_value(
-    it: &mut impl Iterator<Item = OsString>,
-    opt: &str,
-    what: &str,
-) -> Result<String, String> {
-    let v = it
-        .next()
-        .ok_or_else(|| format!("option '{opt}' needs a value ({what})"))?;
-    v.into_string()
-        .map_err(|v| format!("the value of '{opt}' is not valid UTF-8: {v:?}"))
-}
-
-fn flag(name: &str, inline: &Option<String>) -> Result<bool, String> {
-    match inline {
-        None => Ok(true),
-        Some(_) => Err(format!("option '--{name}' takes no value")),
-    }
-}
-
-fn parse_pids(s: &str) -> Result<Vec<u32>, String> {
-    s.split(',')
-        .map(|p| match p.trim().parse::<u32>() {
-            Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok(n),
-            _ => Err(format!("'{p}' is not a process id (a positive integer)")),
-        })
-        .collect()
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
+fn duration(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(Duration::from_secs_f64(x)),
         _ => Err(format!(
             "'{s}' is not a duration in seconds (a positive number, e.g. 1.5)"
         )),
     }
-}
-
-/// Splits `-e` text on the commas between events, not on those inside `pmu/terms/`.
-pub fn split_events(s: &str) -> Result<Vec<String>, String> {
-    if s.contains('{') || s.contains('}') {
-        return Err(format!(
-            "event groups ('{{a,b}}') are not supported by this example: {s:?}"
-        ));
-    }
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_pmu = false;
-    for c in s.chars() {
-        match c {
-            '/' => {
-                in_pmu = !in_pmu;
-                cur.push(c);
-            }
-            ',' if !in_pmu => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    let out: Vec<String> = out.into_iter().map(|e| e.trim().to_owned()).collect();
-    if out.iter().any(String::is_empty) {
-        return Err(format!("empty event name in {s:?}"));
-    }
-    Ok(out)
 }

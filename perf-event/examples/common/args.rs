@@ -1,0 +1,71 @@
+//! Command-line pieces shared by the `stat` and `record` examples, on `lexopt` (short clusters
+//! `-ag`, attached values `-x,` `-F99` `--pid=1`, `--` ending the options, the command taken
+//! verbatim after its name). Each example keeps its own option table; the values they share are
+//! parsed here.
+
+use std::ffi::OsString;
+
+pub use lexopt::{Arg, Parser};
+
+/// The value of the option just read, as text; `Err` is a usage message.
+pub fn value(p: &mut Parser, what: &str) -> Result<String, String> {
+    let v = p.value().map_err(|e| format!("{e} ({what})"))?;
+    v.into_string()
+        .map_err(|v| format!("the value {v:?} is not valid UTF-8 ({what})"))
+}
+
+/// The command: `first` (the first argument that is not an option) and every argument after it,
+/// verbatim (options included: they are the command's).
+pub fn command(p: &mut Parser, first: OsString) -> Vec<OsString> {
+    let mut cmd = vec![first];
+    if let Ok(rest) = p.raw_args() {
+        cmd.extend(rest);
+    }
+    cmd
+}
+
+/// A usage message from a lexopt error (an unknown option, a missing value, `--flag=value`).
+pub fn usage(e: lexopt::Error) -> String {
+    e.to_string()
+}
+
+/// `PID[,PID...]`: positive process ids that fit a `pid_t`.
+pub fn pids(s: &str) -> Result<Vec<u32>, String> {
+    s.split(',')
+        .map(|p| match p.trim().parse::<u32>() {
+            Ok(n) if n > 0 && n <= i32::MAX as u32 => Ok(n),
+            _ => Err(format!("'{p}' is not a process id (a positive integer)")),
+        })
+        .collect()
+}
+
+/// The `-e` text: event names separated by commas, as `perf stat -e` takes them.
+///
+/// The only place that splits `-e` (a comma inside `pmu/terms/` belongs to the event); what each
+/// name means is `perf_event::event::Event::parse`'s business.
+pub fn event_list(s: &str) -> Result<Vec<String>, String> {
+    if s.contains('{') || s.contains('}') {
+        return Err(format!(
+            "event groups ('{{a,b}}') are not supported by these examples: {s:?}"
+        ));
+    }
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_pmu = false;
+    for c in s.chars() {
+        match c {
+            '/' => {
+                in_pmu = !in_pmu;
+                cur.push(c);
+            }
+            ',' if !in_pmu => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    let out: Vec<String> = out.into_iter().map(|e| e.trim().to_owned()).collect();
+    if out.iter().any(String::is_empty) {
+        return Err(format!("empty event name in {s:?}"));
+    }
+    Ok(out)
+}
