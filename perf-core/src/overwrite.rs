@@ -21,14 +21,17 @@ use std::time::{Duration, Instant};
 use crate::ring::{Aux, Data, Producer, Ring, RingMode, HEADER};
 use crate::{Chunk, Error};
 
-/// Longest wait for a simulated write in progress, or for a kernel head to settle.
+/// Longest wait for a kernel head to settle (the fallback when membarrier is refused).
 const SETTLE_LIMIT: Duration = Duration::from_millis(200);
+
+/// Longest wait for a simulated write in progress (a descheduled producer thread on a loaded machine).
+const SIM_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 impl<A: crate::ring::Area> Ring<A> {
     /// Waits until writes that began before the caller paused the producer have finished.
     pub(crate) fn quiesce(&self, rcu: bool) -> Result<(), Error> {
         match &self.producer {
-            Producer::Sim(shared) => shared.wait_idle(SETTLE_LIMIT),
+            Producer::Sim(shared) => shared.wait_idle(SIM_WRITE_LIMIT),
             Producer::Kernel if rcu && membarrier_global() => Ok(()),
             Producer::Kernel | Producer::Unknown => {
                 self.settle_head();

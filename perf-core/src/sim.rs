@@ -232,15 +232,19 @@ impl Region {
 pub struct SimShared {
     paused: AtomicBool,
     disabled: AtomicBool,
-    in_flight: AtomicU32,
+    /// Writes begun and writes finished (the producer is one `&mut SimKernel`: they finish in order).
+    started: AtomicU64,
+    finished: AtomicU64,
     pause_lost: AtomicU64,
 }
 
 impl SimShared {
-    /// Waits until no write is in progress (what an RCU grace period gives for the kernel's writes).
+    /// Waits until every write that had begun when it was called has finished: what an RCU grace period
+    /// gives for the kernel's writes (later writes are not waited for).
     pub(crate) fn wait_idle(&self, limit: Duration) -> Result<(), Error> {
+        let begun = self.started.load(Ordering::SeqCst);
         let start = Instant::now();
-        while self.in_flight.load(Ordering::SeqCst) != 0 {
+        while self.finished.load(Ordering::SeqCst) < begun {
             if start.elapsed() > limit {
                 return Err(Error::Sim(
                     "a simulated write in progress did not finish in time",
@@ -252,11 +256,11 @@ impl SimShared {
     }
 
     /// Enters a write: `false` (counted as lost) when the output is paused. Pairs with `SimControl::pause`:
-    /// either the writer sees the pause, or the pauser sees the write in progress and waits for it.
+    /// either the writer sees the pause, or the pauser sees the write begun and waits for it.
     fn enter(&self) -> bool {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.started.fetch_add(1, Ordering::SeqCst);
         if self.paused.load(Ordering::SeqCst) {
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.finished.fetch_add(1, Ordering::SeqCst);
             self.pause_lost.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -264,7 +268,7 @@ impl SimShared {
     }
 
     fn leave(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.finished.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -546,8 +550,32 @@ impl SimKernel {
     ///
     /// [`Error::Sim`] if the region's data ring is an overwrite ring or the record exceeds 64 KiB.
     pub fn output(&mut self, ty: u32, misc: u16, body: &[u8]) -> Result<SimOutput, Error> {
+        self.output_nested(ty, misc, body, false)
+    }
+
+    /// [`output`](Self::output); `nested` inside a write already counted as begun (an AUX write's record),
+    /// which then only checks the pause.
+    fn output_nested(
+        &mut self,
+        ty: u32,
+        misc: u16,
+        body: &[u8],
+        nested: bool,
+    ) -> Result<SimOutput, Error> {
         self.require(RingMode::Normal, "output() needs a normal data ring")?;
         let record = encode(ty, misc, body)?;
+        if nested {
+            if self.region.shared.paused.load(Ordering::SeqCst) {
+                self.region
+                    .shared
+                    .pause_lost
+                    .fetch_add(1, Ordering::Relaxed);
+                self.lost += 1;
+                self.lost_total += 1;
+                return Ok(SimOutput::Lost);
+            }
+            return Ok(self.output_entered(&record));
+        }
         if !self.region.shared.enter() {
             self.lost += 1;
             self.lost_total += 1;
@@ -683,7 +711,7 @@ impl SimKernel {
         } else {
             0
         };
-        self.finish_aux(offset, n, flags)
+        self.finish_aux(offset, n, flags, false)
     }
 
     /// Writes `bytes` into an overwrite (snapshot) AUX area, over the oldest bytes (with atomic word stores),
@@ -704,7 +732,7 @@ impl SimKernel {
                 record: None,
             });
         }
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        shared.started.fetch_add(1, Ordering::SeqCst);
         let offset = self.aux_head;
         // Only the last `size` bytes survive.
         let skip = bytes.len().saturating_sub(size as usize);
@@ -714,8 +742,9 @@ impl SimKernel {
             offset,
             bytes.len() as u64,
             u64::from(PERF_AUX_FLAG_OVERWRITE),
+            true,
         );
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        shared.leave();
         out
     }
 
@@ -727,7 +756,14 @@ impl SimKernel {
         }
     }
 
-    fn finish_aux(&mut self, offset: u64, written: u64, flags: u64) -> Result<SimAuxOutput, Error> {
+    /// `perf_aux_output_end`; `counted` when the caller counted the write as begun.
+    fn finish_aux(
+        &mut self,
+        offset: u64,
+        written: u64,
+        flags: u64,
+        counted: bool,
+    ) -> Result<SimAuxOutput, Error> {
         // perf_aux_output_end: the record first, then the head.
         let record = if (written != 0 || flags & !u64::from(PERF_AUX_FLAG_OVERWRITE) != 0)
             && self.config.data_mode == RingMode::Normal
@@ -737,7 +773,7 @@ impl SimKernel {
             b.extend_from_slice(&written.to_ne_bytes());
             b.extend_from_slice(&flags.to_ne_bytes());
             b.extend_from_slice(&self.config.sample_id);
-            Some(self.output(PERF_RECORD_AUX, 0, &b)?)
+            Some(self.output_nested(PERF_RECORD_AUX, 0, &b, counted)?)
         } else {
             None
         };
