@@ -937,11 +937,12 @@ impl<'a> Parser<'a> {
         if ctx == Ctx::Tracepoint && !TRACEPOINT_TERMS.contains(&key) {
             return Ok(false);
         }
-        let num = |what: &str| -> Result<u64> {
+        let num = || -> Result<u64> {
             match &t.value {
                 Some(Value::Num(n)) => Ok(*n),
                 Some(Value::Str(_)) => Err(self.err(t.vpos, "expected numeric value")),
-                None => Err(self.err(t.pos, format!("'{what}' needs a value ({what}=N)"))),
+                // As perf: a numeric term written without a value is 1 (`config` = `config=1`).
+                None => Ok(1),
             }
         };
         let string = |what: &str| -> Result<String> {
@@ -966,14 +967,14 @@ impl<'a> Parser<'a> {
             }
         };
         match key {
-            "config" => fields[0] = num(key)?,
-            "config1" => fields[1] = num(key)?,
-            "config2" => fields[2] = num(key)?,
-            "config3" => fields[3] = num(key)?,
+            "config" => fields[0] = num()?,
+            "config1" => fields[1] = num()?,
+            "config2" => fields[2] = num()?,
+            "config3" => fields[3] = num()?,
             "name" => x.name = Some(string(key)?),
-            "period" => mods.sample = Some(SampleRate::Period(num(key)?)),
-            "freq" => mods.sample = Some(SampleRate::Freq(num(key)?)),
-            "time" => mods.time = Some(num(key)? != 0),
+            "period" => mods.sample = Some(SampleRate::Period(num()?)),
+            "freq" => mods.sample = Some(SampleRate::Freq(num()?)),
+            "time" => mods.time = Some(num()? != 0),
             "call-graph" => {
                 let v = string(key)?;
                 mods.call_graph = Some(match v.as_str() {
@@ -989,17 +990,17 @@ impl<'a> Parser<'a> {
                     }
                 });
             }
-            "stack-size" => mods.stack_size = Some(small(num(key)?, u64::from(u32::MAX))? as u32),
-            "max-stack" => mods.max_stack = Some(small(num(key)?, u64::from(u16::MAX))? as u16),
+            "stack-size" => mods.stack_size = Some(small(num()?, u64::from(u32::MAX))? as u32),
+            "max-stack" => mods.max_stack = Some(small(num()?, u64::from(u16::MAX))? as u16),
             "inherit" => mods.inherit = Some(flag()?),
             "no-inherit" => mods.inherit = Some(!flag()?),
             "overwrite" => mods.overwrite = Some(flag()?),
             "no-overwrite" => mods.overwrite = Some(!flag()?),
-            "nr" => x.max_events = Some(num(key)?),
+            "nr" => x.max_events = Some(num()?),
             "percore" => x.per_core = flag()?,
             "aux-output" => mods.aux_output = flag()?,
             "aux-sample-size" => {
-                mods.aux_sample_size = Some(small(num(key)?, u64::from(u32::MAX))? as u32)
+                mods.aux_sample_size = Some(small(num()?, u64::from(u32::MAX))? as u32)
             }
             "metric-id" => x.metric_id = Some(string(key)?),
             "driver-config" => {
@@ -1274,6 +1275,8 @@ fn find_tracepoints(
             }
         }
     }
+    // The kernel's order (by id), which is the order tracefs lists them in and perf takes them.
+    out.sort_by_key(|&(_, id)| id);
     if out.is_empty() {
         if !events.exists() {
             return Err(tracefs_problem(root, &events));

@@ -302,8 +302,8 @@ fn tracepoints_and_probes() {
         (tp, 316)
     );
     let g = m.parse("sched:sched_wake*:k").unwrap();
-    assert_eq!(g.iter().map(tc).collect::<Vec<_>>(), [(tp, 318), (tp, 317)]);
-    assert_eq!(g.events()[1].name(), "sched:sched_wakeup_new");
+    assert_eq!(g.iter().map(tc).collect::<Vec<_>>(), [(tp, 317), (tp, 318)]);
+    assert_eq!(g.events()[0].name(), "sched:sched_wakeup_new");
     assert!(g.iter().all(|e| attr(e).exclude_user() == 1));
     assert_eq!(m.parse("*:*").unwrap().len(), 7);
     assert_eq!(
