@@ -145,13 +145,20 @@ impl Machine {
         }
         if let Some(root) = self.tracefs() {
             let events = root.join("events");
+            let mut tps = Vec::new();
             for sys in sorted_dirs(&events) {
                 for ev in sorted_dirs(&events.join(&sys)) {
                     if events.join(&sys).join(&ev).join("id").exists() {
-                        out.push(Listed::new(format!("{sys}:{ev}"), ListedKind::Tracepoint));
+                        tps.push(format!("{sys}:{ev}"));
                     }
                 }
             }
+            // By the whole name, as perf sorts them (`fib6:...` before `fib:...`).
+            tps.sort();
+            out.extend(
+                tps.into_iter()
+                    .map(|n| Listed::new(n, ListedKind::Tracepoint)),
+            );
         }
         out
     }
