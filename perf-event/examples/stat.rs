@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use perf_event::config::{online_cpus, Cpu, Inherit, OnExecve, Opts, Proc};
 use perf_event::count::Counter;
+use perf_event::event::spec::Machine;
 use perf_event::event::Event;
 use perf_event::perf_sys as sys;
 use perf_event::Error;
@@ -364,24 +365,39 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     } else {
         (a.events.clone(), false)
     };
-    names
-        .into_iter()
-        .map(|name| {
-            let event = Event::parse(&name).map_err(|e| {
-                Fail::Error(format!(
-                    "{e}\n(names as `perf list` prints them; tracepoints as system:name, PMU events \
-                     as pmu/terms/)"
-                ))
-            })?;
+    let mut specs = Vec::new();
+    for name in names {
+        for (event, name) in parse_events(&name).map_err(Fail::Error)? {
             let kind = kind_of(&event);
-            Ok(Spec {
+            specs.push(Spec {
                 optional: optional_hw && event.ty() == sys::PERF_TYPE_HARDWARE,
                 event,
                 name,
                 kind,
-            })
+            });
+        }
+    }
+    Ok(specs)
+}
+
+/// The events `text` names in perf's grammar (`cycles:u`, `msr/tsc/`, `sched:sched_*`, a comma
+/// list), each with the name to print: one per PMU for a hybrid CPU's `cycles`
+/// (`cpu_core/cycles/`, `cpu_atom/cycles/`), as `perf stat --no-merge` prints them.
+fn parse_events(text: &str) -> Result<Vec<(Event, String)>, String> {
+    let list = Machine::current().parse(text).map_err(|e| {
+        format!(
+            "{}\n{e}\n(names as `perf list` prints them; tracepoints as system:name, PMU events as \
+             pmu/terms/)",
+            Error::from(e.clone())
+        )
+    })?;
+    Ok(list
+        .into_iter()
+        .map(|e| {
+            let name = e.name().to_owned();
+            (e.into_event(), name)
         })
-        .collect()
+        .collect())
 }
 
 fn kind_of(e: &Event) -> Kind {
