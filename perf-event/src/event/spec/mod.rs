@@ -130,8 +130,7 @@ impl Machine {
     }
 
     /// Declares whether the kernel takes a PMU type in the high bits of a hardware event's
-    /// `config` (`PERF_PMU_TYPE_SHIFT`; x86 hybrid since Linux 5.13, Arm since 6.6) instead of
-    /// probing for it.
+    /// `config` (`PERF_PMU_TYPE_SHIFT`) instead of probing for it.
     #[doc(alias = "PERF_PMU_TYPE_SHIFT")]
     pub fn with_extended_type(self, supported: bool) -> Self {
         let cell = OnceLock::new();
@@ -191,7 +190,8 @@ impl Machine {
     }
 
     /// Whether the kernel opens a hardware or cache event on one PMU when its type is in the
-    /// high 32 bits of `config` (Linux 5.13 for x86 hybrid, 6.6 for Arm). For
+    /// high 32 bits of `config`: x86 hybrid kernels do, Arm kernels only since they set
+    /// `PERF_PMU_CAP_EXTENDED_HW_TYPE` for their core PMUs. For
     /// [`Machine::current`] this is probed once, as perf does, by opening `cycles` on the first
     /// core PMU; a machine without core PMUs answers `false`.
     #[doc(alias = "PERF_PMU_TYPE_SHIFT")]
