@@ -7,7 +7,9 @@
 //! As `perf list`, hardware and cache events are shown only when they open here (a virtual
 //! machine usually has none); `--all` shows them anyway. A PATTERN keeps the events whose name
 //! contains it, or matches it as a wildcard (`sched:*wake*`). `--details` adds what each PMU
-//! event stands for (its terms, scale and unit) and the description of generic events.
+//! event stands for (its terms, scale and unit) and the description of generic events. Built with
+//! perf-event's `pmu-events` feature, the CPU model's events from the kernel's JSON tables are
+//! listed too, by topic (`cargo run -p perf-event --features pmu-events --example list`).
 #![forbid(unsafe_code)]
 
 use std::io::{self, Write};
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
                 .any(|p| l.name.contains(p.as_str()) || wildcard(p, &l.name))
     };
     let mut descriptors_done = false;
+    let mut topic: Option<&str> = None;
     for l in &events {
         if l.kind == ListedKind::Tracepoint && !descriptors_done {
             descriptors_done = true;
@@ -56,6 +59,27 @@ fn main() -> ExitCode {
         }
         if !all && matches!(l.kind, ListedKind::Hardware | ListedKind::Cache) && !opens(&machine, l)
         {
+            continue;
+        }
+        if l.kind == ListedKind::Model {
+            // As perf: under the table's topic, the description on the next line.
+            if l.deprecated && !all {
+                continue;
+            }
+            if topic != l.topic.as_deref() {
+                topic = l.topic.as_deref();
+                let _ = writeln!(out, "\n{}:", topic.unwrap_or("other"));
+            }
+            let _ = writeln!(out, "  {}", l.name);
+            if let Some(d) = &l.description {
+                let _ = writeln!(out, "       [{d}]");
+            }
+            if details {
+                if let Some(t) = &l.terms {
+                    let pmu = l.pmu.as_deref().unwrap_or("cpu");
+                    let _ = writeln!(out, "       [{pmu}/{t}/]");
+                }
+            }
             continue;
         }
         let _ = writeln!(out, "{}", l.line());

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use perf_event::config::Opts;
-use perf_event::event::spec::{EventList, EventSpec, Machine};
+use perf_event::event::spec::{CpuId, EventList, EventSpec, Machine};
 use perf_event::perf_sys as sys;
 use tests::{require, Skip};
 
@@ -285,6 +285,14 @@ const ALDERLAKE: &[Case] = &[
     ('s', "uncore_clock/clockticks/"),
     ('s', "page-faults"),
     ('s', "cycles,instructions"),
+    // Events of the kernel's JSON table for this model (perf: PERF_CPUID=GenuineIntel-6-97-2).
+    ('s', "br_inst_retired.all_branches"),
+    ('s', "BR_MISP_RETIRED.ALL_BRANCHES:u"),
+    ('s', "inst_retired.any_p"),
+    ('s', "cpu_core/br_inst_retired.all_branches/"),
+    ('s', "cpu_atom/inst_retired.any_p/k"),
+    ('s', "longest_lat_cache.miss"),
+    ('s', "cpu_core/mem_load_retired.l3_miss/"),
     ('x', "cpu_core/event=0x100/"),
     ('x', "cpu_core/foo/"),
     ('x', "cpu_atom/in_tx/"),
@@ -327,6 +335,12 @@ const ZEN3: &[Case] = &[
     ('s', "r76"),
     ('s', "energy-pkg"),
     ('s', "msr/irperf/"),
+    // Events of the kernel's JSON table for this model (perf: PERF_CPUID=AuthenticAMD-25-1-1).
+    ('s', "ex_ret_instr"),
+    ('s', "cpu/ex_ret_instr/u"),
+    ('s', "ex_ret_brn_misp"),
+    ('s', "ls_dispatch.ld_dispatch"),
+    ('s', "ic_tag_hit_miss.instruction_cache_miss"),
     ('x', "cpu/event=0x1000/"),
     ('x', "amd_l3/slicemask=0x10/"),
 ];
@@ -665,7 +679,12 @@ fn write_fixture(name: &str, dir: &Path) {
 /// Runs perf on every case inside a private mount namespace: the fixture (if any) over the PMU
 /// directory, tracefs mounted if it is not. Returns perf's output per case and a copy of the
 /// tracepoint ids (`events/<system>/<event>/id`) for our side.
-fn run_perf(work: &Path, fixture: Option<&Path>, cases: &[Case]) -> Result<Vec<String>, String> {
+fn run_perf(
+    work: &Path,
+    fixture: Option<&Path>,
+    cpuid: Option<&str>,
+    cases: &[Case],
+) -> Result<Vec<String>, String> {
     let list = work.join("cases");
     let mut s = String::new();
     for (mode, text) in cases {
@@ -696,8 +715,8 @@ echo "@@@ end"
 "#,
     )
     .unwrap();
-    let out = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh"])
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh"])
         .arg(&script)
         .env(
             "FIXTURE",
@@ -705,7 +724,12 @@ echo "@@@ end"
                 .map(|p| p.as_os_str().to_owned())
                 .unwrap_or_default(),
         )
-        .env("WORK", work)
+        .env("WORK", work);
+    match cpuid {
+        Some(id) => cmd.env("PERF_CPUID", id),
+        None => cmd.env_remove("PERF_CPUID"),
+    };
+    let out = cmd
         .output()
         .map_err(|e| format!("cannot run unshare: {e}"))?;
     if out.status.code() == Some(90) {
@@ -781,18 +805,19 @@ fn event_names_match_perf() {
 
     let base = std::env::temp_dir().join(format!("perf-event-names-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
-    let groups: &[(&str, &[Case])] = &[
-        ("host", HOST),
-        ("alderlake", ALDERLAKE),
-        ("rk3399", RK3399),
-        ("zen3", ZEN3),
-        ("graviton3", GRAVITON3),
+    // (tree, cases, the CPU model whose JSON table both sides use)
+    let groups: &[(&str, &[Case], Option<&str>)] = &[
+        ("host", HOST, None),
+        ("alderlake", ALDERLAKE, Some("GenuineIntel-6-97-2")),
+        ("rk3399", RK3399, None),
+        ("zen3", ZEN3, Some("AuthenticAMD-25-1-1")),
+        ("graviton3", GRAVITON3, None),
     ];
     // perf runs for each tree in parallel (one private namespace each).
     let runs: Vec<Run> = std::thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()
-            .map(|(group, cases)| {
+            .map(|(group, cases, cpuid)| {
                 let base = &base;
                 scope.spawn(move || {
                     let work = base.join(group);
@@ -806,7 +831,7 @@ fn event_names_match_perf() {
                     if *group == "host" {
                         cases.extend(PERF_6_1_BUGS.iter().map(|(t, _)| ('b', *t)));
                     }
-                    let out = run_perf(&work, fixture.as_deref(), &cases);
+                    let out = run_perf(&work, fixture.as_deref(), *cpuid, &cases);
                     (work, fixture, cases, out)
                 })
             })
@@ -815,7 +840,7 @@ fn event_names_match_perf() {
     });
     let mut failures = Vec::new();
     let (mut compared, mut events, mut rejected, mut prefix) = (0, 0, 0, 0);
-    for ((group, _), (work, fixture, cases, outputs)) in groups.iter().zip(runs) {
+    for ((group, _, cpuid), (work, fixture, cases, outputs)) in groups.iter().zip(runs) {
         let outputs = match outputs {
             Ok(o) => o,
             Err(e) => panic!("{group}: {e}"),
@@ -825,7 +850,10 @@ fn event_names_match_perf() {
         let devices = fixture
             .clone()
             .unwrap_or_else(|| "/sys/bus/event_source/devices".into());
-        let m = Machine::from_sysfs(&devices).with_tracefs(&tracefs);
+        let mut m = Machine::from_sysfs(&devices).with_tracefs(&tracefs);
+        if let Some(id) = cpuid {
+            m = m.with_cpuid(CpuId::parse(id).unwrap());
+        }
         for ((mode, text), out) in cases.iter().zip(&outputs) {
             let verdict = parse_perf(out);
             let mine = ours(&m, text);

@@ -21,6 +21,9 @@ pub enum ListedKind {
     Pmu,
     /// A tracepoint (`sched:sched_switch`).
     Tracepoint,
+    /// An event of the kernel's JSON table for this CPU model (`inst_retired.any_p`); needs
+    /// perf-event's `pmu-events` feature. perf lists these under their [`Listed::topic`].
+    Model,
 }
 
 impl ListedKind {
@@ -33,6 +36,7 @@ impl ListedKind {
             Self::Cache => "Hardware cache event",
             Self::Pmu => "Kernel PMU event",
             Self::Tracepoint => "Tracepoint event",
+            Self::Model => "Model-specific event",
         }
     }
 }
@@ -56,6 +60,10 @@ pub struct Listed {
     pub scale: Option<f64>,
     /// The alias's `.unit`.
     pub unit: Option<String>,
+    /// For [`ListedKind::Model`]: the table's topic (`cache`, `pipeline`, `uncore-memory`).
+    pub topic: Option<String>,
+    /// For [`ListedKind::Model`]: the table marks it deprecated (perf hides it by default).
+    pub deprecated: bool,
 }
 
 impl Listed {
@@ -69,6 +77,8 @@ impl Listed {
             terms: None,
             scale: None,
             unit: None,
+            topic: None,
+            deprecated: false,
         }
     }
 
@@ -85,7 +95,8 @@ impl Listed {
 
 impl Machine {
     /// Every event this machine offers, in `perf list`'s order: hardware, software, tool, cache,
-    /// each PMU's sysfs aliases (with their scale and unit), tracepoints. Hardware and cache
+    /// each PMU's sysfs aliases (with their scale and unit), the CPU model's events from the
+    /// kernel's JSON tables (feature `pmu-events`; by topic, then name), tracepoints. Hardware and cache
     /// events are listed whether or not a hardware PMU exists (perf shows only the ones that
     /// open; try them with [`Counter::new`](crate::count::Counter::new)).
     pub fn list(&self) -> Vec<Listed> {
@@ -143,6 +154,24 @@ impl Machine {
                 out.push(l);
             }
         }
+        let pmus = self.pmus();
+        let mut model: Vec<Listed> = self
+            .json_events()
+            .iter()
+            .filter(|e| pmus.iter().any(|p| super::parser::json_on(e, p)))
+            .map(|e| {
+                let mut l = Listed::new(e.name.to_ascii_lowercase(), ListedKind::Model);
+                l.pmu = (!e.pmu.is_empty()).then(|| e.pmu.to_owned());
+                l.description = (!e.desc.is_empty()).then(|| e.desc.to_owned());
+                l.terms = Some(e.terms.to_owned());
+                l.topic = Some(e.topic.to_owned());
+                l.deprecated = e.deprecated;
+                l
+            })
+            .collect();
+        model.sort_by(|a, b| (&a.topic, &a.name, &a.pmu).cmp(&(&b.topic, &b.name, &b.pmu)));
+        model.dedup_by(|a, b| a.name == b.name && a.topic == b.topic);
+        out.extend(model);
         if let Some(root) = self.tracefs() {
             let events = root.join("events");
             let mut tps = Vec::new();

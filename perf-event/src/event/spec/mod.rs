@@ -25,6 +25,7 @@
 //! | numeric | `4:0x1a8` | type and config as numbers |
 //! | PMU | `cpu/event=0x3c,umask=0x0/`, `msr/tsc/`, `uncore_imc/event=0x4/` | the PMU's type, terms placed by `format/` |
 //! | PMU alias alone | `tsc`, `energy-pkg` | every PMU whose `events/` has it |
+//! | model-specific | `inst_retired.any_p`, `cpu_core/br_inst_retired.all_branches/`, `ex_ret_instr`, `exc_irq` | the kernel's JSON table for [`Machine::cpuid`] (feature `pmu-events`): the core PMUs, or the uncore PMU its `Unit` names |
 //! | tracepoint | `sched:sched_switch`, `sched:sched_*`, `sch*:*wake*` | `PERF_TYPE_TRACEPOINT`, id from tracefs |
 //! | probe | `probe:do_sys_open`, `probe_libc:malloc` | tracepoints made by `perf probe` (kprobes, uprobes) |
 //! | breakpoint | `mem:0x1000`, `mem:0x1000/8:w`, `mem:0x4000:x` | `PERF_TYPE_BREAKPOINT` (default `rw`, 4 bytes) |
@@ -43,6 +44,10 @@
 //! `aux-output`, `aux-sample-size=`, `nr=`, `percore`, `metric-id=`, `driver-config=`. Legacy
 //! events take the config terms too (`cycles/period=100000/u`).
 //!
+//! Terms combine as perf 6.1 combines them: aliases are expanded in place, then `config`..`config3`
+//! are assigned, then format terms are OR-ed into their bits (so `cpu/event=1,event=2/` is event
+//! 3, and an alias's `umask` ORs with one written after it). A term without a value is 1.
+//!
 //! A PMU name that is not a PMU matches the PMUs it names with a `_N` suffix (`uncore_imc` means
 //! `uncore_imc_0`, `uncore_imc_1`, ...; the `uncore_` prefix may be left out), or, with
 //! wildcards, every PMU it matches (`cpu*/event=0x3c/`).
@@ -56,14 +61,22 @@
 //! says which events to sum to one count, as perf does unless `--no-merge`. On kernels that lack
 //! extended types ([`Machine::supports_extended_type`]) one legacy event is opened, as perf does.
 //!
+//! Wildcard tracepoints expand in the kernel's order (by id), as perf takes them from tracefs.
+//!
 //! # Differences from perf
 //!
 //! perf adds `exclude_guest` to an event written without `G`/`H` (and to `u` and `p` events), and
 //! drops it again when the PMU refuses it. The parser reports that default
 //! ([`EventSpec::perf_excludes_guest`]) but does not set it: `G` and `H` are honoured as written.
-//! Checked against Debian's perf 6.1 by the `event_names_vs_perf` test.
+//! Events of a JSON table carry no sampling period (perf adds the table's `SampleAfterValue` when
+//! recording). PMUs are taken in name order (perf 6.1 takes them in directory order). Beyond perf
+//! 6.1, and as newer perf: PMU wildcards, `config3`, legacy names as terms of any core PMU, Arm
+//! clusters as core PMUs. perf 6.1 accepts an unclosed group (`{cycles`); this parser does not.
+//! Checked against Debian's perf 6.1 by the `event_names_vs_perf` test (290 strings, on this
+//! machine and on sysfs trees of four real machines).
 
 mod glob;
+mod json;
 mod list;
 mod modifiers;
 mod parser;
@@ -71,6 +84,7 @@ mod symbols;
 #[cfg(test)]
 mod tests;
 
+pub use json::CpuId;
 pub use list::{Listed, ListedKind};
 
 use std::fmt;
@@ -89,6 +103,7 @@ pub struct Machine {
     pmu_root: PathBuf,
     tracefs: Tracefs,
     extended_type: OnceLock<bool>,
+    cpuid: OnceLock<Option<CpuId>>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +121,7 @@ impl Machine {
             pmu_root: PathBuf::from(crate::sys::PMU_DIR),
             tracefs: Tracefs::Find,
             extended_type: OnceLock::new(),
+            cpuid: OnceLock::new(),
         }
     }
 
@@ -118,8 +134,10 @@ impl Machine {
             pmu_root: pmu_root.into(),
             tracefs: Tracefs::Absent,
             extended_type: OnceLock::new(),
+            cpuid: OnceLock::new(),
         };
         let _ = m.extended_type.set(true);
+        let _ = m.cpuid.set(None);
         m
     }
 
@@ -139,6 +157,36 @@ impl Machine {
             extended_type: cell,
             ..self
         }
+    }
+
+    /// Selects the kernel's JSON event table of CPU model `id` (instead of this machine's, or
+    /// none for a tree given to [`from_sysfs`](Self::from_sysfs)). The tables are compiled in
+    /// with the `pmu-events` feature.
+    pub fn with_cpuid(self, id: CpuId) -> Self {
+        let cell = OnceLock::new();
+        let _ = cell.set(Some(id));
+        Self {
+            cpuid: cell,
+            ..self
+        }
+    }
+
+    /// The CPU model that selects the JSON event table: [`CpuId::current`] for
+    /// [`Machine::current`].
+    pub fn cpuid(&self) -> Option<&CpuId> {
+        self.cpuid.get_or_init(CpuId::current).as_ref()
+    }
+
+    /// The directory of the kernel's JSON event table this machine uses (`alderlake`,
+    /// `arm/neoverse-n1`), if perf-event has the tables (feature `pmu-events`) and one matches.
+    pub fn event_table(&self) -> Option<&'static str> {
+        self.cpuid().and_then(json::model).map(|(dir, _)| dir)
+    }
+
+    pub(crate) fn json_events(&self) -> &'static [json::JsonEvent] {
+        self.cpuid()
+            .and_then(json::model)
+            .map_or(&[], |(_, events)| events)
     }
 
     /// The directory the PMUs are read from.

@@ -7,6 +7,7 @@ use std::path::Path;
 use perf_sys as sys;
 
 use super::glob;
+use super::json;
 use super::modifiers::ModState;
 use super::symbols::{self, CacheError};
 use super::{EventList, EventSpec, Machine, ParseError, Tool};
@@ -614,6 +615,25 @@ impl<'a> Parser<'a> {
             }
             return self.colon_modifiers(first);
         }
+        // An event of the kernel's JSON table for this CPU model.
+        let hits = json::find(self.m.json_events(), name);
+        if !hits.is_empty() {
+            for hit in hits {
+                for pmu in self.json_pmus(hit) {
+                    let term = Term {
+                        key: name.to_owned(),
+                        value: None,
+                        pos,
+                        vpos: pos,
+                    };
+                    let e = self.pmu_event(&pmu, &[term])?;
+                    self.out.push(e);
+                }
+            }
+            if self.out.len() > first {
+                return self.colon_modifiers(first);
+            }
+        }
         let save = self.i;
         if self.eat(b':') {
             self.ws();
@@ -863,6 +883,24 @@ impl<'a> Parser<'a> {
         Ok(spec)
     }
 
+    /// The JSON event `name` of `pmu`: core events on core PMUs, others on the PMU their
+    /// `Unit` names (`uncore_imc` for `uncore_imc_0`).
+    fn json_alias(&self, pmu: &Pmu, name: &str) -> Option<json::JsonEvent> {
+        json::find(self.m.json_events(), name)
+            .iter()
+            .find(|e| json_on(e, pmu))
+            .copied()
+    }
+
+    /// The PMUs of this machine a JSON event belongs to.
+    fn json_pmus(&self, e: &json::JsonEvent) -> Vec<Pmu> {
+        self.m
+            .pmus()
+            .into_iter()
+            .filter(|p| json_on(e, p))
+            .collect()
+    }
+
     fn expand_aliases(
         &self,
         pmu: &Pmu,
@@ -874,6 +912,29 @@ impl<'a> Parser<'a> {
     ) -> Result<()> {
         for t in terms {
             let is_alias = !is_config_term(&t.key) && pmu.format(&t.key).is_none() && depth < 4;
+            if is_alias && t.value.is_none() && pmu.alias(&t.key).is_none() {
+                if let Some(j) = self.json_alias(pmu, &t.key) {
+                    let inner = parse_alias_terms(j.terms).map_err(|msg| {
+                        self.err(t.pos, format!("JSON event '{}' is not terms: {msg}", t.key))
+                    })?;
+                    // perf's period from the table is a sampling default, not part of the event.
+                    let inner: Vec<Term> = inner
+                        .into_iter()
+                        .filter(|i| i.key != "period")
+                        .map(|mut i| {
+                            i.pos = t.pos;
+                            i.vpos = t.pos;
+                            i
+                        })
+                        .collect();
+                    if let Some((sc, un)) = scale_unit(j.scale_unit) {
+                        *scale = Some(sc);
+                        *unit = Some(un);
+                    }
+                    self.expand_aliases(pmu, &inner, out, scale, unit, depth + 1)?;
+                    continue;
+                }
+            }
             if is_alias {
                 if let Some(body) = pmu.alias(&t.key) {
                     let inner = parse_alias_terms(&body).map_err(|msg| {
@@ -1123,6 +1184,30 @@ impl<'a> Parser<'a> {
         }
         Ok(Some(v))
     }
+}
+
+/// Whether JSON event `e` is an event of `pmu`.
+pub(super) fn json_on(e: &json::JsonEvent, pmu: &Pmu) -> bool {
+    if e.pmu.is_empty() {
+        pmu.is_core()
+    } else {
+        e.pmu == pmu.name() || pmu_matches(e.pmu, pmu.name())
+    }
+}
+
+/// A JSON `ScaleUnit` (`64Bytes`, `6.103515625e-5MiB`) as scale and unit.
+fn scale_unit(s: &str) -> Option<(f64, String)> {
+    if s.is_empty() {
+        return None;
+    }
+    let split = s
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit() || c == '.' || (c == 'e' && i > 0) || (c == '-' && i > 0))
+        })
+        .map_or(s.len(), |(i, _)| i);
+    let scale = s[..split].parse().ok()?;
+    Some((scale, s[split..].trim().to_owned()))
 }
 
 fn bad_modifier(letters: &str, off: usize) -> String {

@@ -512,3 +512,56 @@ fn listing() {
     }
     assert!(l[0].line().starts_with("  branch-instructions OR branches"));
 }
+
+#[cfg(feature = "pmu-events")]
+#[test]
+fn json_events_by_cpu_model() {
+    let f = Fixture::new("alderlake");
+    let m = f
+        .machine()
+        .with_cpuid(CpuId::X86("GenuineIntel-6-97-2".into()));
+    assert_eq!(m.event_table(), Some("alderlake"));
+    // On both core types, each with its own encoding, merged under one name.
+    let l = m.parse("br_inst_retired.all_branches:u").unwrap();
+    assert_eq!(l.iter().map(tc).collect::<Vec<_>>(), [(8, 0xc4), (4, 0xc4)]);
+    assert_eq!(l.merged().len(), 1);
+    assert!(l.iter().all(|e| attr(e).exclude_kernel() == 1));
+    // The table's sampling period is not part of the event.
+    assert_eq!(attr(&l.events()[0]).sample_period_or_freq(), 0);
+    // Case does not matter, and the name works as a term of the PMU.
+    assert_eq!(m.parse("BR_INST_RETIRED.ALL_BRANCHES").unwrap().len(), 2);
+    let one = m
+        .parse("cpu_core/br_inst_retired.all_branches,cmask=1/")
+        .unwrap();
+    assert_eq!(tc(&one.events()[0]), (4, 0x0100_00c4));
+    // An uncore event on the PMU its Unit names.
+    let unc = m.parse("unc_mc0_rdcas_count_freerun").unwrap();
+    assert_eq!(unc.iter().map(tc).collect::<Vec<_>>(), [(14, 0x20ff)]);
+    // Without a table the name is unknown.
+    assert!(f.machine().parse("br_inst_retired.all_branches").is_err());
+    // Listed with their topic and description.
+    let list = m.list();
+    let e = list
+        .iter()
+        .find(|x| x.name == "br_inst_retired.all_branches")
+        .unwrap();
+    assert_eq!(
+        (e.kind, e.topic.as_deref()),
+        (ListedKind::Model, Some("pipeline"))
+    );
+    assert!(e.description.is_some());
+
+    let z = Fixture::new("zen3");
+    let m = z
+        .machine()
+        .with_cpuid(CpuId::X86("AuthenticAMD-25-1-1".into()));
+    assert_eq!(m.event_table(), Some("amdzen3"));
+    assert_eq!(tc(&m.parse("ex_ret_instr").unwrap().events()[0]), (4, 0xc0));
+
+    let r = Fixture::new("rk3399");
+    let m = r.machine().with_cpuid(CpuId::Midr(0x410f_d034));
+    assert_eq!(m.event_table(), Some("arm/cortex-a53"));
+    // An architecture-standard event the model file names, on both clusters.
+    let l = m.parse("exc_irq").unwrap();
+    assert_eq!(l.iter().map(tc).collect::<Vec<_>>(), [(8, 0x86), (9, 0x86)]);
+}
