@@ -44,7 +44,8 @@ pub struct Event {
     pub(crate) bp_type: u32,
     /// A string the kernel reads through `config1` (kprobe function, uprobe path).
     pub(crate) config1_str: Option<CString>,
-    pub(crate) modifiers: Option<Modifiers>,
+    /// Boxed: most events have none, and an [`Event`] lives in every counter.
+    pub(crate) modifiers: Option<Box<Modifiers>>,
     pub(crate) name: String,
 }
 
@@ -176,7 +177,9 @@ impl Event {
     }
 
     pub(crate) fn apply_modifiers(&self, a: &mut perf_event_attr) {
-        let Some(m) = self.modifiers else { return };
+        let Some(m) = self.modifiers.as_deref().copied() else {
+            return;
+        };
         let on = u64::from;
         if m.privilege_set {
             a.set_exclude_user(on(m.exclude_user));

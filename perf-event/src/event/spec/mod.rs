@@ -568,7 +568,11 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const HEAD: &str = "event syntax error: '";
         writeln!(f, "{HEAD}{}'", self.input)?;
-        let col = HEAD.len() + self.input[..self.pos].chars().count();
+        let before = self
+            .input
+            .get(..self.pos)
+            .map_or(self.pos, |s| s.chars().count());
+        let col = HEAD.len() + before;
         write!(f, "{:col$}\\___ {}", "", self.message)?;
         if let Some(h) = &self.help {
             write!(f, "\n{h}")?;

@@ -390,7 +390,7 @@ impl<'a> Parser<'a> {
         if hybrid.is_empty() {
             let mut e = Event::new(ty, config, "");
             set_fields(&mut e, fields, config);
-            e.modifiers = Some(*extra);
+            e.modifiers = Some(Box::new(*extra));
             let s = self.push(e);
             apply_extra(s, x);
             return;
@@ -403,7 +403,7 @@ impl<'a> Parser<'a> {
             };
             let mut e = Event::new(t, c, "");
             set_fields(&mut e, fields, c);
-            e.modifiers = Some(*extra);
+            e.modifiers = Some(Box::new(*extra));
             let cpus = pmu.cpus();
             let s = self.push(e);
             s.pmu = Some(pmu.name().to_owned());
@@ -529,7 +529,7 @@ impl<'a> Parser<'a> {
             } else {
                 let mut e = Event::new(ty, config, "");
                 set_fields(&mut e, &fields, config);
-                e.modifiers = Some(mods);
+                e.modifiers = Some(Box::new(mods));
                 let s = self.push(e);
                 apply_extra(s, &x);
             }
@@ -676,7 +676,7 @@ impl<'a> Parser<'a> {
         }
         for (name, id) in found {
             let mut e = Event::new(sys::PERF_TYPE_TRACEPOINT, id, "");
-            e.modifiers = Some(mods);
+            e.modifiers = Some(Box::new(mods));
             let glob = glob::is_glob(system) || glob::is_glob(event);
             let s = self.push(e);
             if glob {
@@ -714,12 +714,13 @@ impl<'a> Parser<'a> {
             if with_alias.is_empty() {
                 let names: Vec<String> =
                     self.m.pmus().iter().map(|p| p.name().to_owned()).collect();
+                let mut help = format!("this system has: {}", names.join(" "));
+                if crate::sys::is_cpu_pmu(name) && !self.m.pmus().iter().any(Pmu::is_core) {
+                    help.push_str(" (no hardware PMU; this looks like a virtual machine)");
+                }
                 return Err(self
-                    .err(
-                        pos,
-                        format!("Cannot find PMU `{name}'. Missing kernel support?"),
-                    )
-                    .with_help(format!("PMUs here: {}", names.join(" "))));
+                    .err(pos, format!("no PMU named {name:?}"))
+                    .with_help(help));
             }
             let mut all = vec![Term {
                 key: name.to_owned(),
@@ -861,7 +862,7 @@ impl<'a> Parser<'a> {
         };
         let mut e = Event::new(ty, config, "");
         set_fields(&mut e, &fields, config);
-        e.modifiers = Some(mods);
+        e.modifiers = Some(Box::new(mods));
         let spec = EventSpec {
             event: e,
             name: String::new(),
@@ -1408,7 +1409,7 @@ fn apply_extra(s: &mut EventSpec, x: &Extra) {
 /// Resolved mods go into the event when parsing ends (see `super::EventList`).
 fn seal(list: &mut EventList) {
     for e in &mut list.events {
-        let terms = e.event.modifiers.unwrap_or_default();
+        let terms = e.event.modifiers.as_deref().copied().unwrap_or_default();
         let mut m = e.mods.to_modifiers();
         m.sample = terms.sample;
         m.time = terms.time;
@@ -1420,7 +1421,7 @@ fn seal(list: &mut EventList) {
         m.branch_type = terms.branch_type;
         m.aux_output = terms.aux_output;
         m.aux_sample_size = terms.aux_sample_size;
-        e.event.modifiers = (m != Modifiers::default()).then_some(m);
+        e.event.modifiers = (m != Modifiers::default()).then(|| Box::new(m));
         e.event.name = e.name.clone();
     }
 }
