@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use nix::sys::resource::{getrusage, UsageWho};
 use perf_event::config::{online_cpus, Cpu, Inherit, OnExecve, Opts, Proc};
 use perf_event::count::Counter;
+use perf_event::event::spec::Machine;
 use perf_event::event::Event;
 use perf_event::perf_sys as sys;
 use perf_event::Error;
@@ -410,28 +411,48 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     } else {
         (a.events.clone(), false)
     };
-    names
-        .into_iter()
-        .map(|name| {
-            let event = Event::parse(&name).map_err(|e| Fail::Error(event_error(&name, e)))?;
+    let mut specs = Vec::new();
+    for name in names {
+        for (event, name) in parse_events(&name).map_err(Fail::Error)? {
             let kind = kind_of(&event);
-            Ok(Spec {
+            specs.push(Spec {
                 optional: optional_hw && event.ty() == sys::PERF_TYPE_HARDWARE,
                 event,
                 name,
                 kind,
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(specs)
 }
 
-/// Why `-e NAME` cannot be used, for someone at a shell.
-fn event_error(name: &str, e: Error) -> String {
+/// The events `text` names in perf's grammar (`cycles:u`, `msr/tsc/`, `sched:sched_*`, a comma
+/// list), each with the name to print: one per PMU for a hybrid CPU's `cycles`
+/// (`cpu_core/cycles/`, `cpu_atom/cycles/`), as `perf stat --no-merge` prints them.
+fn parse_events(text: &str) -> Result<Vec<(Event, String)>, String> {
+    let list = Machine::current()
+        .parse(text)
+        .map_err(|e| event_error(text, Error::from(e.clone()), &e.to_string()))?;
+    Ok(list
+        .into_iter()
+        .map(|e| {
+            let name = e.name().to_owned();
+            (e.into_event(), name)
+        })
+        .collect())
+}
+
+/// Why `-e NAME` cannot be used, for someone at a shell; `picture` is the parser's pointer at the
+/// offending character.
+fn event_error(name: &str, e: Error, picture: &str) -> String {
     let tracepoint = name.contains(':') && !name.contains('/');
-    if !tracepoint || e.kind() != io::ErrorKind::PermissionDenied {
+    // A tracepoint name needs a readable tracefs: say how to get one, not where the parser stopped.
+    let tracefs_unusable = perf_event::event::tp::tracefs()
+        .map_or(true, |root| std::fs::read_dir(root.join("events")).is_err());
+    if !tracepoint || !(e.kind() == io::ErrorKind::PermissionDenied || tracefs_unusable) {
         return format!(
-            "{e}\n(names as `perf list` prints them; tracepoints as system:name, PMU events as \
-             pmu/terms/)"
+            "{e}\n{picture}\n(names as `perf list` prints them; tracepoints as system:name, PMU \
+             events as pmu/terms/)"
         );
     }
     match perf_event::event::tp::tracefs() {

@@ -6,6 +6,8 @@
 //! cargo xtask bindgen --check [--fetch]      regenerate from every cached header set and fail on any difference
 //! cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]
 //!                                            run the tests crate on each Debian kernel under qemu
+//! cargo xtask pmu-events [--source DIR] [--check]
+//!                                            regenerate perf-event's table of the kernel's JSON events
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
@@ -14,6 +16,7 @@ mod apt;
 mod bindings;
 mod headers;
 mod kernel_matrix;
+mod pmu_events;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +26,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
                 return usage();
             }
         }
+        Some("pmu-events") => pmu_events::main(&args[1..]),
         Some("kernel-matrix") => match kernel_matrix::parse_args(&args[1..]) {
             Ok(opts) => kernel_matrix::main(&opts),
             Err(e) => {

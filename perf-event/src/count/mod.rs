@@ -16,10 +16,12 @@
 //! ```
 
 mod group;
+mod merged;
 mod per_cpu;
 mod stat;
 
 pub use group::CounterGroup;
+pub use merged::{MergedCounter, MergedStat};
 pub use per_cpu::PerCpu;
 pub use stat::{GroupStat, Scaled, SiblingStat, Stat};
 

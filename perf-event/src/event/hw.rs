@@ -151,16 +151,17 @@ super::into_event!(Hardware, v => {
     Event::new(ty, config, v.perf_name())
 });
 
-/// The core PMUs of a hybrid CPU (`cpu_core`, `cpu_atom`, `armv8_*`, ...) with their type numbers;
-/// empty on a machine with one CPU PMU or none.
+/// The core PMUs of a hybrid CPU (`cpu_core`, `cpu_atom`, one `armv8_*` per Arm cluster) with
+/// their type numbers; empty on a machine with one CPU PMU or none. Core PMUs are those perf
+/// counts as such: `cpu`, or any PMU with a `cpus` file (see
+/// [`Machine::core_pmus`](super::spec::Machine::core_pmus)).
 pub fn hybrid_pmus() -> Vec<(String, u32)> {
-    let cores: Vec<(String, u32)> = crate::sys::pmus()
-        .into_iter()
-        .filter(|(n, _)| n != "cpu" && crate::sys::is_cpu_pmu(n))
-        .filter_map(|(n, t)| t.map(|t| (n, t)))
-        .collect();
+    let cores = super::spec::Machine::current().core_pmus();
     if cores.len() > 1 {
         cores
+            .iter()
+            .map(|p| (p.name().to_owned(), p.ty()))
+            .collect()
     } else {
         Vec::new()
     }

@@ -21,12 +21,14 @@ pub mod hw;
 mod name;
 pub mod pmu;
 pub mod raw;
+pub mod spec;
 pub mod sw;
 pub mod tp;
 
 use std::ffi::CString;
 use std::fmt;
 
+use perf_sys as sys;
 use perf_sys::perf_event_attr;
 
 /// An event ready to open: the `type`, `config*` and breakpoint fields of `perf_event_attr`, plus
@@ -42,21 +44,73 @@ pub struct Event {
     pub(crate) bp_type: u32,
     /// A string the kernel reads through `config1` (kprobe function, uprobe path).
     pub(crate) config1_str: Option<CString>,
-    pub(crate) modifiers: Option<Modifiers>,
+    /// Boxed: most events have none, and an [`Event`] lives in every counter.
+    pub(crate) modifiers: Option<Box<Modifiers>>,
     pub(crate) name: String,
 }
 
-/// Privilege and precision modifiers written after an event name (`:u`, `:k`, `:pp`, ...).
+/// What an event's text says beyond the event itself: perf's modifiers (`:u`, `:pp`, `:D`, ...) and
+/// its config terms (`/period=1000,call-graph=fp/`). Applied over the [`Opts`](crate::config::Opts)
+/// when the attr is built: what the text sets wins.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Modifiers {
+    /// `u`, `k` or `h` was given: the three `exclude_user/kernel/hv` bits are the ones below.
+    pub privilege_set: bool,
     pub exclude_user: bool,
     pub exclude_kernel: bool,
     pub exclude_hv: bool,
+    /// `G` or `H` was given: `exclude_host` and `exclude_guest` are the ones below.
+    pub guest_host_set: bool,
     pub exclude_host: bool,
     pub exclude_guest: bool,
+    pub exclude_idle: bool,
     pub precise: u8,
-    pub privilege_set: bool,
+    pub pinned: bool,
+    pub exclusive: bool,
+    /// `S`: samples carry the counts (`PERF_SAMPLE_READ`).
+    pub sample_read: bool,
+    pub sample: Option<SampleRate>,
+    /// `time=0|1`: `PERF_SAMPLE_TIME` off or on.
+    pub time: Option<bool>,
+    pub call_graph: Option<CallGraph>,
+    pub stack_size: Option<u32>,
+    pub max_stack: Option<u16>,
+    pub inherit: Option<bool>,
+    pub overwrite: Option<bool>,
+    pub branch_type: Option<u64>,
+    pub aux_output: bool,
+    pub aux_sample_size: Option<u32>,
 }
+
+/// A sampling rate set by a `period=` or `freq=` term (the last one given wins).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SampleRate {
+    Period(u64),
+    Freq(u64),
+}
+
+/// How call chains are recorded (`call-graph=` term).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CallGraph {
+    /// `no`: none.
+    No,
+    /// `fp`: kernel-walked frame pointers.
+    Fp,
+    /// `dwarf`: user registers and stack for offline unwinding.
+    Dwarf,
+    /// `lbr`: the last-branch-record call stack.
+    Lbr,
+}
+
+/// The user registers perf records for `call-graph=dwarf`: every general-purpose register the
+/// architecture's `perf_regs.h` defines.
+const DWARF_REGS: u64 = if cfg!(target_arch = "x86_64") {
+    0xff_0fff
+} else if cfg!(target_arch = "aarch64") {
+    (1 << 33) - 1
+} else {
+    0
+};
 
 impl Event {
     pub(crate) fn new(ty: u32, config: u64, name: impl Into<String>) -> Self {
@@ -123,21 +177,118 @@ impl Event {
     }
 
     pub(crate) fn apply_modifiers(&self, a: &mut perf_event_attr) {
-        let Some(m) = self.modifiers else { return };
+        let Some(m) = self.modifiers.as_deref().copied() else {
+            return;
+        };
+        let on = u64::from;
         if m.privilege_set {
-            a.set_exclude_user(u64::from(m.exclude_user));
-            a.set_exclude_kernel(u64::from(m.exclude_kernel));
-            a.set_exclude_hv(u64::from(m.exclude_hv));
+            a.set_exclude_user(on(m.exclude_user));
+            a.set_exclude_kernel(on(m.exclude_kernel));
+            a.set_exclude_hv(on(m.exclude_hv));
         }
-        if m.exclude_host {
-            a.set_exclude_host(1);
+        if m.guest_host_set {
+            a.set_exclude_host(on(m.exclude_host));
+            a.set_exclude_guest(on(m.exclude_guest));
         }
-        if m.exclude_guest {
-            a.set_exclude_guest(1);
+        if m.exclude_idle {
+            a.set_exclude_idle(1);
         }
         if m.precise > 0 {
             a.set_precise_ip(u64::from(m.precise.min(3)));
         }
+        if m.pinned {
+            a.set_pinned(1);
+        }
+        if m.exclusive {
+            a.set_exclusive(1);
+        }
+        let mut st = a.sample_type;
+        let bit = |st: &mut u64, b: u32, set: bool| {
+            if set {
+                *st |= u64::from(b);
+            } else {
+                *st &= !u64::from(b);
+            }
+        };
+        if m.sample_read {
+            bit(&mut st, sys::PERF_SAMPLE_READ, true);
+        }
+        match m.sample {
+            Some(SampleRate::Period(p)) => {
+                a.set_freq(0);
+                a.__bindgen_anon_1.sample_period = p;
+            }
+            Some(SampleRate::Freq(f)) => {
+                a.set_freq(1);
+                a.__bindgen_anon_1.sample_freq = f;
+            }
+            None => {}
+        }
+        if let Some(t) = m.time {
+            bit(&mut st, sys::PERF_SAMPLE_TIME, t);
+        }
+        match m.call_graph {
+            Some(CallGraph::No) => bit(&mut st, sys::PERF_SAMPLE_CALLCHAIN, false),
+            Some(CallGraph::Fp) => bit(&mut st, sys::PERF_SAMPLE_CALLCHAIN, true),
+            Some(CallGraph::Dwarf) => {
+                bit(&mut st, sys::PERF_SAMPLE_CALLCHAIN, true);
+                bit(&mut st, sys::PERF_SAMPLE_REGS_USER, true);
+                bit(&mut st, sys::PERF_SAMPLE_STACK_USER, true);
+                a.set_exclude_callchain_user(1);
+                a.sample_regs_user = DWARF_REGS;
+                a.sample_stack_user = m.stack_size.unwrap_or(8192);
+            }
+            Some(CallGraph::Lbr) => {
+                bit(&mut st, sys::PERF_SAMPLE_CALLCHAIN, true);
+                bit(&mut st, sys::PERF_SAMPLE_BRANCH_STACK, true);
+                a.branch_sample_type = u64::from(
+                    sys::PERF_SAMPLE_BRANCH_USER
+                        | sys::PERF_SAMPLE_BRANCH_CALL_STACK
+                        | sys::PERF_SAMPLE_BRANCH_NO_FLAGS
+                        | sys::PERF_SAMPLE_BRANCH_NO_CYCLES,
+                );
+            }
+            None => {}
+        }
+        if let Some(n) = m.max_stack {
+            a.sample_max_stack = n;
+        }
+        if let Some(i) = m.inherit {
+            a.set_inherit(on(i));
+        }
+        if let Some(o) = m.overwrite {
+            a.set_write_backward(on(o));
+        }
+        if let Some(b) = m.branch_type {
+            bit(&mut st, sys::PERF_SAMPLE_BRANCH_STACK, true);
+            a.branch_sample_type = b;
+        }
+        if m.aux_output {
+            a.set_aux_output(1);
+        }
+        if let Some(n) = m.aux_sample_size {
+            bit(&mut st, sys::PERF_SAMPLE_AUX, true);
+            a.aux_sample_size = n;
+        }
+        a.sample_type = st;
+    }
+
+    /// The `perf_event_attr` that [`Counter::new`](crate::count::Counter::new) would open for this
+    /// event with `opts`: useful to check what a name resolves to, or to hand the attr to other
+    /// tools.
+    ///
+    /// ```
+    /// use perf_event::config::Opts;
+    /// use perf_event::event::Event;
+    ///
+    /// let attr = Event::parse("page-faults:u")?.to_attr(&Opts::default());
+    /// assert_eq!((attr.type_, attr.config), (1, 2));
+    /// assert_eq!(attr.exclude_kernel(), 1);
+    /// # Ok::<(), perf_event::Error>(())
+    /// ```
+    #[doc(alias = "perf_event_attr")]
+    pub fn to_attr(&self, opts: &crate::config::Opts) -> perf_event_attr {
+        crate::config::attr::build(self, opts)
     }
 }
 

@@ -13,7 +13,7 @@
 //! ```
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Event;
 use crate::error::{Error, Result};
@@ -91,30 +91,44 @@ impl Pmu {
     /// [`Error::Parse`] naming the PMUs that do exist when there is no such PMU, saying so when the
     /// machine has no hardware PMU at all.
     pub fn by_name(name: &str) -> Result<Self> {
-        let bad = name.is_empty() || name.contains('/') || name.contains("..");
-        let dir = PathBuf::from(PMU_DIR).join(name);
-        let ty = if bad {
-            None
-        } else {
-            fs::read_to_string(dir.join("type"))
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-        };
-        let Some(ty) = ty else {
-            let known: Vec<String> = crate::sys::pmus().into_iter().map(|(n, _)| n).collect();
+        Self::in_dir(Path::new(PMU_DIR), name)
+    }
+
+    /// Opens the PMU `name` of a sysfs tree rooted at `root` (what
+    /// `/sys/bus/event_source/devices` is on a live system): a copy of another machine's tree, or
+    /// a test fixture.
+    ///
+    /// # Errors
+    ///
+    /// As [`by_name`](Self::by_name).
+    pub fn in_dir(root: &Path, name: &str) -> Result<Self> {
+        Self::try_in_dir(root, name).ok_or_else(|| {
+            let known: Vec<String> = pmu_names(root);
             let mut reason = format!(
                 "no PMU named {name:?}; this system has: {}",
                 known.join(" ")
             );
-            if crate::sys::is_cpu_pmu(name) && !crate::sys::has_cpu_pmu() {
+            if crate::sys::is_cpu_pmu(name) && !known.iter().any(|n| crate::sys::is_cpu_pmu(n)) {
                 reason.push_str(" (no hardware PMU; this looks like a virtual machine)");
             }
-            return Err(Error::Parse {
+            Error::Parse {
                 input: name.into(),
                 reason,
-            });
-        };
-        Ok(Self {
+            }
+        })
+    }
+
+    pub(crate) fn try_in_dir(root: &Path, name: &str) -> Option<Self> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return None;
+        }
+        let dir = root.join(name);
+        let ty = fs::read_to_string(dir.join("type"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(Self {
             name: name.into(),
             ty,
             dir,
@@ -129,6 +143,26 @@ impl Pmu {
     /// The PMU's type number (`perf_event_attr.type`).
     pub fn ty(&self) -> u32 {
         self.ty
+    }
+
+    /// The PMU's sysfs directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether this is a CPU core PMU as perf decides it: named `cpu`, or with a `cpus` file (the
+    /// core PMUs of hybrid x86 and of Arm systems). A machine with several is heterogeneous.
+    pub fn is_core(&self) -> bool {
+        self.name == "cpu" || self.dir.join("cpus").exists()
+    }
+
+    /// The CPUs this PMU counts on: its `cpus` file (core PMUs of heterogeneous systems) or
+    /// `cpumask` (uncore PMUs, usually one CPU per package); `None` when it has neither (any CPU).
+    pub fn cpus(&self) -> Option<Vec<u32>> {
+        ["cpus", "cpumask"].iter().find_map(|f| {
+            let text = fs::read_to_string(self.dir.join(f)).ok()?;
+            crate::sys::parse_cpu_list(text.trim())
+        })
     }
 
     /// The format term `term` (`format/<term>`), if the PMU has it.
@@ -154,94 +188,55 @@ impl Pmu {
 
     /// The terms of alias `name` (`events/<name>`), if the PMU has it.
     pub fn alias(&self, name: &str) -> Option<String> {
+        self.alias_file(name, "")
+    }
+
+    /// The factor that turns alias `name`'s count into its unit (`events/<name>.scale`), e.g.
+    /// `2.3283064365386962890625e-10` for RAPL energy counts in Joules.
+    pub fn alias_scale(&self, name: &str) -> Option<f64> {
+        self.alias_file(name, ".scale")?.parse().ok()
+    }
+
+    /// The unit of alias `name` once scaled (`events/<name>.unit`), e.g. `Joules` or `MiB`.
+    pub fn alias_unit(&self, name: &str) -> Option<String> {
+        self.alias_file(name, ".unit").filter(|u| !u.is_empty())
+    }
+
+    fn alias_file(&self, name: &str, suffix: &str) -> Option<String> {
         if name.contains('/') || name.contains("..") || name.is_empty() {
             return None;
         }
         Some(
-            fs::read_to_string(self.dir.join("events").join(name))
+            fs::read_to_string(self.dir.join("events").join(format!("{name}{suffix}")))
                 .ok()?
                 .trim()
                 .to_owned(),
         )
     }
 
-    /// Builds an event from `terms`: comma-separated `term=value` (value decimal or `0x` hex),
-    /// bare terms (a flag format set to 1, or an alias from `events/`), and the raw fields
-    /// `config`..`config4`. The empty string is the PMU's event 0.
+    /// Builds an event from `terms` as perf reads `pmu/terms/`: comma-separated `term=value`
+    /// (value decimal or `0x` hex), bare terms (a flag format set to 1, or an alias from
+    /// `events/`), the raw fields `config`..`config3`, and perf's config terms (`period=`,
+    /// `freq=`, `call-graph=`, ...). The empty string is the PMU's event 0. See
+    /// [`spec`](super::spec) for the whole grammar.
     ///
     /// # Errors
     ///
     /// [`Error::Parse`] naming the term that the PMU has neither as format nor as alias, or a value
     /// that does not fit its bits.
     pub fn event(&self, terms: &str) -> Result<Event> {
-        let mut e = Event::new(self.ty, 0, format!("{}/{}/", self.name, terms));
-        let mut fields = [0u64; 5];
-        self.apply_terms(terms, &mut fields, 0)?;
-        e.config = fields[0];
-        e.config1 = fields[1];
-        e.config2 = fields[2];
-        e.config3 = fields[3];
-        e.config4 = fields[4];
-        Ok(e)
+        let root = self.dir.parent().unwrap_or(Path::new(PMU_DIR));
+        let machine = super::spec::Machine::from_sysfs(root);
+        Ok(machine
+            .parse_pmu_terms(self, terms)?
+            .into_event()
+            .unwrap_or_else(|| Event::new(self.ty, 0, format!("{}/{terms}/", self.name))))
     }
+}
 
-    fn apply_terms(&self, terms: &str, fields: &mut [u64; 5], depth: u32) -> Result<()> {
-        let err = |reason: String| Error::Parse {
-            input: format!("{}/{}/", self.name, terms),
-            reason,
-        };
-        for term in terms.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (key, value) = match term.split_once('=') {
-                Some((k, v)) => {
-                    let v = v.trim();
-                    let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-                        Some(h) => u64::from_str_radix(h, 16),
-                        None => v.parse(),
-                    };
-                    let n = n.map_err(|_| err(format!("{v:?} is not a number")))?;
-                    (k.trim(), Some(n))
-                }
-                None => (term, None),
-            };
-            let raw_field = match key {
-                "config" => Some(0),
-                "config1" => Some(1),
-                "config2" => Some(2),
-                "config3" => Some(3),
-                "config4" => Some(4),
-                _ => None,
-            };
-            if let (Some(i), Some(v)) = (raw_field, value) {
-                fields[i] = v;
-                continue;
-            }
-            if let Some(fmt) = self.format(key) {
-                let v = value.unwrap_or(1);
-                let (field, bits, mask) = fmt.place(v).ok_or_else(|| {
-                    err(format!(
-                        "value {v:#x} does not fit term {key:?} of PMU {:?}",
-                        self.name
-                    ))
-                })?;
-                let f = &mut fields[usize::from(field)];
-                *f = (*f & !mask) | bits;
-                continue;
-            }
-            if value.is_none() && depth < 4 {
-                if let Some(alias) = self.alias(key) {
-                    self.apply_terms(&alias, fields, depth + 1)?;
-                    continue;
-                }
-            }
-            return Err(err(format!(
-                "PMU {:?} has no format term or event named {key:?} (formats: {}; events: {})",
-                self.name,
-                self.formats().join(" "),
-                self.events().join(" ")
-            )));
-        }
-        Ok(())
-    }
+/// The PMU directory names under `root`, sorted.
+pub(crate) fn pmu_names(root: &Path) -> Vec<String> {
+    list(root.to_path_buf())
 }
 
 fn list(dir: PathBuf) -> Vec<String> {
