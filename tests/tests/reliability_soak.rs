@@ -112,8 +112,17 @@ fn soak(secs: u64) {
     let (execs, pages) = (AtomicU64::new(0), AtomicU64::new(0));
     let start = Instant::now();
     set.enable().unwrap();
+    /// Stops the load when the reader leaves, also by a failed assertion (which would otherwise wait
+    /// for the load forever).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
         s.spawn(|| load(&stop, &execs, &pages));
+        let _stop = StopOnDrop(&stop);
         let mut iter = set.iter();
         while start.elapsed() < Duration::from_secs(secs) {
             match iter.next_timeout(Duration::from_millis(50)) {
