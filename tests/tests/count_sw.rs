@@ -20,6 +20,13 @@ const ME: (Proc, perf_event::config::All) = (Proc::CURRENT, Cpu::ALL);
 
 #[test]
 fn page_faults_equal_pages_touched_in_user_space() {
+    // A first pass that is not checked executes every function of the counted window once: a text
+    // page the thread has never executed faults too.
+    let warm = Counter::new(Software::PageFault, ME, user_only()).unwrap();
+    warm.enable().unwrap();
+    touch_pages(1);
+    warm.disable().unwrap();
+    let _ = warm.stat().unwrap();
     for ev in [Software::PageFault, Software::MinorPageFault] {
         let c = Counter::new(ev, ME, user_only()).unwrap();
         c.enable().unwrap();
@@ -194,10 +201,19 @@ fn enable_all_and_disable_all_fence_every_counter() {
     let mut o = user_only();
     o.enable = true;
     let c = Counter::new(Software::PageFault, ME, &o).unwrap();
-    Counter::disable_all().unwrap();
-    touch_pages(10);
-    Counter::enable_all().unwrap();
-    touch_pages(5);
-    c.disable().unwrap();
-    assert_eq!(c.stat().unwrap().count, 5);
+    // The first pass runs every function of the fenced window once, so that the second pass takes no
+    // fault on a text page it has never executed (seen once in CI: 6 faults for 5 pages).
+    for pass in 0..2 {
+        Counter::disable_all().unwrap();
+        c.reset().unwrap();
+        touch_pages(10);
+        Counter::enable_all().unwrap();
+        touch_pages(5);
+        c.disable().unwrap();
+        let count = c.stat().unwrap().count;
+        if pass == 1 {
+            assert_eq!(count, 5);
+        }
+        c.enable().unwrap();
+    }
 }
