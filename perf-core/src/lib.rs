@@ -17,7 +17,7 @@ mod chunk;
 mod error;
 
 pub use chunk::Chunk;
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 mod encode;
 pub mod perf_data;
 pub mod record;

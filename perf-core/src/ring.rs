@@ -37,6 +37,7 @@ use std::sync::Arc;
 use perf_sys::perf_event_mmap_page;
 
 use crate::page::UserPage;
+use crate::ErrorKind;
 use crate::{fork, Chunk, Error};
 
 /// Size of `struct perf_event_header`.
@@ -192,7 +193,7 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::BadRingSize`] if `size` is not a power of two of at least 8 bytes that fits in `usize`.
+    /// [`ErrorKind::BadRingSize`] if `size` is not a power of two of at least 8 bytes that fits in `usize`.
     ///
     /// # Safety
     ///
@@ -231,10 +232,11 @@ impl<A: Area> Ring<A> {
         generation: Option<u64>,
     ) -> Result<Self, Error> {
         if size < HEADER || !size.is_power_of_two() || usize::try_from(size).is_err() {
-            return Err(Error::BadRingSize {
+            return Err(ErrorKind::BadRingSize {
                 area: A::NAME,
                 size,
-            });
+            }
+            .into());
         }
         let mut ring = Ring {
             page,
@@ -345,7 +347,9 @@ impl<A: Area> Ring<A> {
     /// Refuses to work in a child made by `fork()`: the kernel did not copy the mapping there.
     pub(crate) fn check_process(&self) -> Result<(), Error> {
         match self.generation {
-            Some(g) if fork::forked_since(g) => Err(Error::ForkedChild { area: A::NAME }),
+            Some(g) if fork::forked_since(g) => {
+                Err(ErrorKind::ForkedChild { area: A::NAME }.into())
+            }
             _ => Ok(()),
         }
     }
@@ -354,12 +358,13 @@ impl<A: Area> Ring<A> {
         if self.mode == mode {
             Ok(())
         } else {
-            Err(Error::RingMode {
+            Err(ErrorKind::RingMode {
                 area: A::NAME,
                 what,
                 needs: mode.name(),
                 is: self.mode.name(),
-            })
+            }
+            .into())
         }
     }
 
@@ -368,12 +373,13 @@ impl<A: Area> Ring<A> {
         let head = self.head();
         // The producer always leaves at least one byte free (`CIRC_SPACE`), so a full ring is never seen.
         if head.wrapping_sub(self.tail) >= self.size {
-            return Err(Error::RingHeadOutOfRange {
+            return Err(ErrorKind::RingHeadOutOfRange {
                 area: A::NAME,
                 head,
                 tail: self.tail,
                 size: self.size,
-            });
+            }
+            .into());
         }
         self.seen_head = head;
         Ok(head)
@@ -403,10 +409,10 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on an overwrite ring (use [`Ring::copy_backward`] or
-    /// [`Ring::copy_aux_snapshot`]); [`Error::RingHeadOutOfRange`] if the head is a whole ring or more
+    /// [`ErrorKind::RingMode`] on an overwrite ring (use [`Ring::copy_backward`] or
+    /// [`Ring::copy_aux_snapshot`]); [`ErrorKind::RingHeadOutOfRange`] if the head is a whole ring or more
     /// ahead of the tail (the producer always leaves a byte free, so that is corruption);
-    /// [`Error::ForkedChild`] in a child made by `fork()`.
+    /// [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub fn batch(&mut self) -> Result<Batch<'_, A>, Error> {
         self.require(RingMode::Normal, "a forward read")?;
         self.check_process()?;
@@ -424,7 +430,7 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on an overwrite ring; [`Error::ForkedChild`] in a child made by `fork()`.
+    /// [`ErrorKind::RingMode`] on an overwrite ring; [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub fn discard_pending(&mut self) -> Result<u64, Error> {
         self.require(RingMode::Normal, "discarding")?;
         self.check_process()?;
@@ -461,11 +467,12 @@ impl<A: Area> Ring<A> {
         };
         let len = u64::from(size);
         if len < HEADER || len & (HEADER - 1) != 0 || len > available {
-            return Err(Error::RingCorruptRecord {
+            return Err(ErrorKind::RingCorruptRecord {
                 position: pos,
                 size,
                 available,
-            });
+            }
+            .into());
         }
         Ok(len)
     }
@@ -529,7 +536,7 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingCorruptRecord`] for an impossible header (the tail stays before it; see
+    /// [`ErrorKind::RingCorruptRecord`] for an impossible header (the tail stays before it; see
     /// [`discard_pending`](Ring::discard_pending)), and as [`batch`](Ring::batch).
     pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {
         let Some((pos, len)) = self.take_record()? else {
@@ -636,7 +643,7 @@ impl Batch<'_, Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingCorruptRecord`] when the header's size is under 8, not a multiple of 8, or runs past the
+    /// [`ErrorKind::RingCorruptRecord`] when the header's size is under 8, not a multiple of 8, or runs past the
     /// head (also when fewer than 8 bytes are left). The batch then stays at the bad record; see
     /// [`Ring::discard_pending`].
     pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {

@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use perf_core::sim::{Sim, SimConfig, SimOutput};
-use perf_core::{BackwardCopy, Chunk, Error, Ring, RingMode};
+use perf_core::{BackwardCopy, Chunk, Error, ErrorKind, Ring, RingMode};
 
 const SAMPLE: u32 = 9;
 const LOST: u32 = 2;
@@ -181,8 +181,8 @@ fn corrupt_headers_are_errors_never_panics_or_hangs() {
         check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 1, 0);
         for _ in 0..3 {
             // Sticky: the batch stays at the bad record.
-            match batch.next_record() {
-                Err(Error::RingCorruptRecord {
+            match batch.next_record().map_err(Error::into_kind) {
+                Err(ErrorKind::RingCorruptRecord {
                     position,
                     size,
                     available,
@@ -213,8 +213,8 @@ fn impossible_positions_are_errors() {
     // A head a whole ring ahead: the kernel never gets there (it leaves a byte free).
     kernel.set_positions(&mut ring, 64, 0).unwrap();
     assert!(matches!(
-        ring.batch(),
-        Err(Error::RingHeadOutOfRange {
+        ring.batch().map_err(Error::into_kind),
+        Err(ErrorKind::RingHeadOutOfRange {
             head: 64,
             tail: 0,
             size: 64,
@@ -230,8 +230,8 @@ fn impossible_positions_are_errors() {
     kernel.set_positions(&mut ring, 20, 4).unwrap();
     let mut batch = ring.batch().unwrap();
     assert!(matches!(
-        batch.next_record(),
-        Err(Error::RingCorruptRecord {
+        batch.next_record().map_err(Error::into_kind),
+        Err(ErrorKind::RingCorruptRecord {
             position: 4,
             size: 0,
             ..
@@ -241,8 +241,11 @@ fn impossible_positions_are_errors() {
     // Fewer than 8 bytes published.
     kernel.set_positions(&mut ring, 4, 0).unwrap();
     assert!(matches!(
-        ring.batch().unwrap().next_record(),
-        Err(Error::RingCorruptRecord { .. })
+        ring.batch()
+            .unwrap()
+            .next_record()
+            .map_err(Error::into_kind),
+        Err(ErrorKind::RingCorruptRecord { .. })
     ));
 }
 
@@ -359,7 +362,10 @@ fn an_overwrite_ring_reads_newest_first() {
         mut ring,
         ..
     } = Sim::new(config).unwrap();
-    assert!(matches!(ring.batch(), Err(Error::RingMode { .. })));
+    assert!(matches!(
+        ring.batch().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
     assert!(kernel.output(SAMPLE, 0, &[]).is_err());
     // Not wrapped yet: exactly the records written, newest first.
     for seq in 0..5 {
@@ -456,8 +462,8 @@ fn an_overwrite_ring_stops_at_zero_headers_and_reports_bad_ones() {
     let items: Vec<_> = copy.records().collect();
     assert_eq!(items.len(), 1);
     assert!(matches!(
-        items[0],
-        Err(Error::RingCorruptRecord { size: 12, .. })
+        items[0].as_ref().map_err(Error::kind),
+        Err(ErrorKind::RingCorruptRecord { size: 12, .. })
     ));
 }
 
@@ -752,18 +758,18 @@ fn rings_are_send_and_sync() {
 #[test]
 fn bad_sizes_are_rejected() {
     assert!(matches!(
-        Sim::new(SimConfig::new(100)),
-        Err(Error::BadRingSize { .. })
+        Sim::new(SimConfig::new(100)).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { .. })
     ));
     assert!(matches!(
-        Sim::new(SimConfig::new(4)),
-        Err(Error::BadRingSize { .. })
+        Sim::new(SimConfig::new(4)).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { .. })
     ));
     let mut c = SimConfig::new(64);
     c.aux_size = 3;
     assert!(matches!(
-        Sim::new(c),
-        Err(Error::BadRingSize { area: "aux", .. })
+        Sim::new(c).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { area: "aux", .. })
     ));
     let Sim { mut kernel, .. } = Sim::new(SimConfig::new(64)).unwrap();
     assert!(kernel.output(SAMPLE, 0, &vec![0; 70_000]).is_err());
@@ -776,12 +782,16 @@ fn the_simulator_refuses_another_regions_ring() {
         ring: mut other, ..
     } = Sim::new(SimConfig::new(64)).unwrap();
     assert!(matches!(
-        kernel.corrupt(&mut other, 0, &[1]),
-        Err(Error::Sim(_))
+        kernel
+            .corrupt(&mut other, 0, &[1])
+            .map_err(Error::into_kind),
+        Err(ErrorKind::Sim(_))
     ));
     assert!(matches!(
-        kernel.set_positions(&mut other, 0, 0),
-        Err(Error::Sim(_))
+        kernel
+            .set_positions(&mut other, 0, 0)
+            .map_err(Error::into_kind),
+        Err(ErrorKind::Sim(_))
     ));
 }
 

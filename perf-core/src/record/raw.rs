@@ -6,6 +6,7 @@ use super::config::ABSENT;
 use super::kinds::{parse_record, Record};
 use super::view::{RecordView, SampleView};
 use super::{parse_sample_id, Misc, SampleId, ThreadId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 /// One record as the kernel wrote it: type, misc, and the body after the 8-byte header as a [`Chunk`]
@@ -67,8 +68,8 @@ impl<'a> RawRecord<'a> {
     /// The record that starts at the beginning of `bytes` (header included), and its size in bytes.
     ///
     /// # Errors
-    /// [`Error::RecordOverrun`] when fewer bytes than a header, or than the header's size, are available;
-    /// [`Error::RecordTooShort`] when the header's size is smaller than the header.
+    /// [`ErrorKind::RecordOverrun`] when fewer bytes than a header, or than the header's size, are available;
+    /// [`ErrorKind::RecordTooShort`] when the header's size is smaller than the header.
     #[inline]
     pub fn from_chunk(bytes: Chunk<'a>) -> Result<(Self, usize), Error> {
         match Self::split(bytes) {
@@ -160,7 +161,7 @@ impl<'a> RawRecord<'a> {
     /// The sample_id trailer of a non-sample record (all `None` without `sample_id_all`).
     ///
     /// # Errors
-    /// [`Error::Truncated`] when the body is shorter than the trailer.
+    /// [`ErrorKind::Truncated`] when the body is shorter than the trailer.
     pub fn sample_id(&self, cfg: &ParseConfig) -> Result<SampleId, Error> {
         parse_sample_id(self.data, cfg, super::record_type_name(self.record_type()))
             .map(|(id, _)| id)
@@ -169,8 +170,8 @@ impl<'a> RawRecord<'a> {
     /// The typed record, borrowing the body. Allocates nothing.
     ///
     /// # Errors
-    /// [`Error::Truncated`] or [`Error::TrailingBytes`] when the body does not match the layout `cfg`
-    /// describes; [`Error::UnknownLayout`] for a sample or READ whose config has bits this parser does not know.
+    /// [`ErrorKind::Truncated`] or [`ErrorKind::TrailingBytes`] when the body does not match the layout `cfg`
+    /// describes; [`ErrorKind::UnknownLayout`] for a sample or READ whose config has bits this parser does not know.
     /// An unknown record type is not an error: it parses to [`Record::Unknown`].
     #[inline]
     pub fn parse(&self, cfg: &ParseConfig) -> Result<Record<'a>, Error> {
@@ -263,15 +264,17 @@ impl<'a> RawRecord<'a> {
 #[inline(never)]
 fn header_error(bytes: Chunk<'_>) -> Error {
     match bytes.read_u16(6) {
-        None => Error::RecordOverrun {
+        None => ErrorKind::RecordOverrun {
             size: HEADER,
             available: bytes.len(),
-        },
-        Some(size) if (size as usize) < HEADER => Error::RecordTooShort { size },
-        Some(size) => Error::RecordOverrun {
+        }
+        .into(),
+        Some(size) if (size as usize) < HEADER => ErrorKind::RecordTooShort { size }.into(),
+        Some(size) => ErrorKind::RecordOverrun {
             size: size as usize,
             available: bytes.len(),
-        },
+        }
+        .into(),
     }
 }
 

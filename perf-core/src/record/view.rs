@@ -19,6 +19,7 @@ use super::sample::{
     Callchain, ReadValues, Regs, Sample, StackUser, Weight,
 };
 use super::{Misc, ThreadId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 // Indexes into `SampleView::at`: the fields after the fixed prefix, in the kernel's order.
@@ -623,10 +624,11 @@ fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
     match parse_sample(misc, data, cfg) {
         Err(e) => e,
         // The view and the full parse disagree (a bug): report the body as not matching its layout.
-        Ok(_) => Error::Truncated {
+        Ok(_) => ErrorKind::Truncated {
             record: "SAMPLE",
             field: "?",
             len: data.len(),
-        },
+        }
+        .into(),
     }
 }

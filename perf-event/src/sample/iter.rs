@@ -70,12 +70,15 @@ impl<'a> Reader<'a> {
         }
         let sampler = self.sampler;
         if sampler.mode() != RingMode::Normal {
-            return self.end(Error::Ring(perf_core::Error::RingMode {
-                area: "data",
-                what: "a forward read",
-                needs: "normal",
-                is: "overwrite (write_backward: read it with Sampler::newest)",
-            }));
+            return self.end(Error::Ring(
+                perf_core::ErrorKind::RingMode {
+                    area: "data",
+                    what: "a forward read",
+                    needs: "normal",
+                    is: "overwrite (write_backward: read it with Sampler::newest)",
+                }
+                .into(),
+            ));
         }
         if self.lease.is_some() && sampler.wanted() {
             // Another reader found the ring held: give it back (waking it), and let it have a turn.
@@ -95,7 +98,9 @@ impl<'a> Reader<'a> {
                 self.lease = None;
                 None
             }
-            Err(e @ perf_core::Error::ForkedChild { .. }) => self.end(e.into()),
+            Err(e) if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) => {
+                self.end(e.into())
+            }
             Err(e) => {
                 if let Err(d) = ring.discard_pending() {
                     return self.end(d.into());
@@ -134,7 +139,7 @@ impl<'a> Reader<'a> {
                     Err(_) => break true,
                 }
             },
-            Err(perf_core::Error::ForkedChild { .. }) => {
+            Err(e) if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) => {
                 self.ended = true;
                 false
             }
