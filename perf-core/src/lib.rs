@@ -13,10 +13,6 @@
 //! `fork()` gets placeholders instead of the parent's mappings ([`fork`]).
 #![warn(missing_docs)]
 
-// Lets the unit tests share the integration tests' record generator (`tests/common/make.rs`).
-#[cfg(test)]
-extern crate self as perf_core;
-
 mod chunk;
 mod error;
 

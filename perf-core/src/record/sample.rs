@@ -4,7 +4,6 @@ use perf_sys::*;
 
 use super::bytes::{Bytes, U64s};
 use super::cursor::{Cursor, Parsed};
-use super::view::Located;
 use super::{Misc, ThreadId};
 use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
@@ -676,24 +675,8 @@ fn opt_u64(c: &mut Cursor<'_>, present: bool, field: &'static str) -> Parsed<Opt
     }
 }
 
-/// The typed sample: the body is validated and its fields located in one pass (as for a
-/// [`SampleView`](super::SampleView)), then every field is decoded straight into the returned record; a
-/// body the view refuses gets the field-by-field parse's error ([`parse_sample_fields`]), so both tell the
-/// same.
+#[inline]
 pub(crate) fn parse_sample<'a>(
-    misc: Misc,
-    data: Chunk<'a>,
-    cfg: &ParseConfig,
-) -> Result<super::Record<'a>, Error> {
-    match Located::new(misc, data, cfg) {
-        Some(loc) => Ok(super::Record::Sample(loc.sample(cfg))),
-        None => Err(super::view::refusal(misc, data, cfg)),
-    }
-}
-
-/// The sample parsed field by field with a cursor: the reference the view-based [`parse_sample`] is tested
-/// against, and the source of its errors.
-pub(crate) fn parse_sample_fields<'a>(
     misc: Misc,
     data: Chunk<'a>,
     cfg: &ParseConfig,
@@ -833,68 +816,4 @@ fn sample_fields<'a>(
         code_page_size,
         aux,
     }))
-}
-
-#[cfg(test)]
-#[path = "../../tests/common/make.rs"]
-#[allow(dead_code)]
-mod make;
-
-#[cfg(test)]
-mod tests {
-    use super::make::{self, Gen, KNOWN_FORMAT_BITS, KNOWN_SAMPLE_BITS};
-    use super::*;
-    use crate::record::Record;
-    use crate::ParseFields;
-
-    /// The sample parse reads a view (one pass for the layout, then each field); the field-by-field
-    /// cursor parse is the independent reference: on valid and damaged samples, at every seam, both give
-    /// the same record or the same error.
-    #[test]
-    fn the_view_based_parse_agrees_with_the_field_by_field_parse() {
-        let mut rng = Gen::new(7);
-        let cases = if cfg!(miri) { 40 } else { 4000 };
-        for case in 0..cases {
-            let cfg = ParseConfig::new(ParseFields {
-                sample_type: rng.u64() & KNOWN_SAMPLE_BITS,
-                read_format: rng.below(KNOWN_FORMAT_BITS + 1),
-                branch_sample_type: [
-                    0,
-                    PERF_SAMPLE_BRANCH_HW_INDEX as u64,
-                    PERF_SAMPLE_BRANCH_COUNTERS as u64,
-                ][rng.below(3) as usize],
-                sample_regs_user: rng.u64() & rng.u64() & rng.u64(),
-                sample_regs_intr: rng.u64() & rng.u64() & rng.u64(),
-                sample_id_all: rng.bool(),
-            });
-            let rec = Record::Sample(make::sample(&mut rng, &cfg));
-            let mut bytes = Vec::new();
-            rec.encode(&cfg, &mut bytes).expect("encode");
-            // Damage a quarter of the cases' bodies, resize another quarter.
-            if case % 4 == 1 && bytes.len() > 8 {
-                for _ in 0..1 + rng.below(3) {
-                    let at = 8 + rng.below(bytes.len() as u64 - 8) as usize;
-                    bytes[at] = rng.u64() as u8;
-                }
-            }
-            if case % 4 == 2 {
-                let size = 8 + rng.below(bytes.len() as u64 - 7) as usize;
-                bytes.truncate(size);
-            }
-            let body = &bytes[8..];
-            let misc = Misc(rng.u16());
-            for split in [0, body.len() / 3, body.len() / 2, body.len()] {
-                let data = Chunk::new(&body[..split], &body[split..]);
-                let fast = parse_sample(misc, data, &cfg);
-                let reference = parse_sample_fields(misc, data, &cfg);
-                match (&fast, &reference) {
-                    (Ok(a), Ok(b)) => assert_eq!(a, b, "case {case}, split {split}"),
-                    (Err(a), Err(b)) => {
-                        assert_eq!(a.to_string(), b.to_string(), "case {case}, split {split}")
-                    }
-                    _ => panic!("case {case}, split {split}: {fast:?} vs {reference:?}"),
-                }
-            }
-        }
-    }
 }

@@ -15,7 +15,7 @@ use super::config::{SamplePrefix, ABSENT, KNOWN_READ_FORMAT, KNOWN_SAMPLE_TYPE};
 use super::cursor::Cursor;
 use super::kinds::Record;
 use super::sample::{
-    parse_branch_stack, parse_read, parse_regs, parse_sample_fields, parse_stack_user, BranchStack,
+    parse_branch_stack, parse_read, parse_regs, parse_sample, parse_stack_user, BranchStack,
     Callchain, ReadValues, Regs, Sample, StackUser, Weight,
 };
 use super::{Misc, ThreadId};
@@ -145,15 +145,8 @@ impl<'a> RecordView<'a> {
 #[doc(alias = "PERF_RECORD_SAMPLE")]
 #[derive(Clone, Copy)]
 pub struct SampleView<'a> {
-    loc: Located<'a>,
-    cfg: &'a ParseConfig,
-}
-
-/// A validated sample body and where its fields start: a [`SampleView`] without its config, so that the
-/// fields it gives can outlive a shorter borrow of the config ([`RawRecord::parse`](crate::RawRecord::parse)).
-#[derive(Clone, Copy)]
-pub(crate) struct Located<'a> {
     data: Chunk<'a>,
+    cfg: &'a ParseConfig,
     /// Where each run of fields after a variable-length one starts in `data` (see `SEG_*`).
     seg: [u32; SEGMENTS],
     misc: Misc,
@@ -173,212 +166,31 @@ impl<'a> SampleView<'a> {
     /// bytes with [`Error`], the view stays in registers in a caller's loop.
     #[inline(always)]
     pub(crate) fn try_new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Option<Self> {
+        let mut seg = [0; SEGMENTS];
+        layout(data, cfg, &mut seg)?;
         Some(SampleView {
-            loc: Located::new(misc, data, cfg)?,
+            data,
             cfg,
+            seg,
+            misc,
         })
+    }
+
+    #[inline(always)]
+    fn prefix(&self) -> SamplePrefix {
+        self.cfg.sample_prefix()
     }
 
     /// The header's misc bits: [`cpumode`](Misc::cpumode), [`exact_ip`](Misc::exact_ip).
     #[inline(always)]
     pub const fn misc(&self) -> Misc {
-        self.loc.misc
+        self.misc
     }
 
     /// The sample's body: everything after the header.
     #[inline(always)]
     pub const fn data(&self) -> Chunk<'a> {
-        self.loc.data
-    }
-
-    /// `PERF_SAMPLE_IDENTIFIER`: the event id, at a fixed position.
-    #[doc(alias = "PERF_SAMPLE_IDENTIFIER")]
-    #[inline(always)]
-    pub fn identifier(&self) -> Option<u64> {
-        self.loc.identifier(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_IP`: the instruction pointer.
-    #[doc(alias = "PERF_SAMPLE_IP")]
-    #[inline(always)]
-    pub fn ip(&self) -> Option<u64> {
-        self.loc.ip(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_TID`: process and thread id.
-    #[doc(alias = "PERF_SAMPLE_TID")]
-    #[inline(always)]
-    pub fn thread(&self) -> Option<ThreadId> {
-        self.loc.thread(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_TIME`: perf clock timestamp in ns.
-    #[doc(alias = "PERF_SAMPLE_TIME")]
-    #[inline(always)]
-    pub fn time(&self) -> Option<u64> {
-        self.loc.time(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_ADDR`: the data address (page faults, memory events, breakpoints).
-    #[doc(alias = "PERF_SAMPLE_ADDR")]
-    #[inline(always)]
-    pub fn addr(&self) -> Option<u64> {
-        self.loc.addr(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_ID`: the event id (of the group leader when read through a group).
-    #[doc(alias = "PERF_SAMPLE_ID")]
-    #[inline(always)]
-    pub fn id(&self) -> Option<u64> {
-        self.loc.id(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_STREAM_ID`: the id of the event that opened the stream.
-    #[doc(alias = "PERF_SAMPLE_STREAM_ID")]
-    #[inline(always)]
-    pub fn stream_id(&self) -> Option<u64> {
-        self.loc.stream_id(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_CPU`: the CPU (the reserved half-word is dropped).
-    #[doc(alias = "PERF_SAMPLE_CPU")]
-    #[inline(always)]
-    pub fn cpu(&self) -> Option<u32> {
-        self.loc.cpu(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_PERIOD`: the sample period.
-    #[doc(alias = "PERF_SAMPLE_PERIOD")]
-    #[inline(always)]
-    pub fn period(&self) -> Option<u64> {
-        self.loc.period(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_READ`: counter values, laid out by `read_format`.
-    #[doc(alias = "PERF_SAMPLE_READ")]
-    #[inline(always)]
-    pub fn read(&self) -> Option<ReadValues<'a>> {
-        self.loc.read(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_CALLCHAIN`: instruction pointers with `PERF_CONTEXT_*` markers.
-    #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
-    #[inline(always)]
-    pub fn callchain(&self) -> Option<Callchain<'a>> {
-        self.loc.callchain(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_RAW`: opaque data (tracepoint fields), including the kernel's alignment padding.
-    #[doc(alias = "PERF_SAMPLE_RAW")]
-    #[inline(always)]
-    pub fn raw(&self) -> Option<Bytes<'a>> {
-        self.loc.raw(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_BRANCH_STACK`: the last branches taken.
-    #[doc(alias = "PERF_SAMPLE_BRANCH_STACK")]
-    #[inline(always)]
-    pub fn branch_stack(&self) -> Option<BranchStack<'a>> {
-        self.loc.branch_stack(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_REGS_USER`: user registers selected by `sample_regs_user`.
-    #[doc(alias = "PERF_SAMPLE_REGS_USER")]
-    #[inline(always)]
-    pub fn regs_user(&self) -> Option<Regs<'a>> {
-        self.loc.regs_user(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_STACK_USER`: a copy of the user stack.
-    #[doc(alias = "PERF_SAMPLE_STACK_USER")]
-    #[inline(always)]
-    pub fn stack_user(&self) -> Option<StackUser<'a>> {
-        self.loc.stack_user(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_WEIGHT` or `PERF_SAMPLE_WEIGHT_STRUCT`: the raw weight word; see [`Weight`].
-    #[doc(alias = "PERF_SAMPLE_WEIGHT")]
-    #[doc(alias = "PERF_SAMPLE_WEIGHT_STRUCT")]
-    #[inline(always)]
-    pub fn weight(&self) -> Option<Weight> {
-        self.loc.weight(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_DATA_SRC`: the memory data source (`union perf_mem_data_src`).
-    #[doc(alias = "PERF_SAMPLE_DATA_SRC")]
-    #[inline(always)]
-    pub fn data_src(&self) -> Option<u64> {
-        self.loc.data_src(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_TRANSACTION`: transactional memory abort flags.
-    #[doc(alias = "PERF_SAMPLE_TRANSACTION")]
-    #[inline(always)]
-    pub fn transaction(&self) -> Option<u64> {
-        self.loc.transaction(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_REGS_INTR`: registers at the interrupt, selected by `sample_regs_intr`.
-    #[doc(alias = "PERF_SAMPLE_REGS_INTR")]
-    #[inline(always)]
-    pub fn regs_intr(&self) -> Option<Regs<'a>> {
-        self.loc.regs_intr(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_PHYS_ADDR`: physical address of `addr`. Since Linux 4.13.
-    #[doc(alias = "PERF_SAMPLE_PHYS_ADDR")]
-    #[inline(always)]
-    pub fn phys_addr(&self) -> Option<u64> {
-        self.loc.phys_addr(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_CGROUP`: cgroup id (v2 inode number). Since Linux 5.7.
-    #[doc(alias = "PERF_SAMPLE_CGROUP")]
-    #[inline(always)]
-    pub fn cgroup(&self) -> Option<u64> {
-        self.loc.cgroup(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_DATA_PAGE_SIZE`: page size of `addr`. Since Linux 5.11.
-    #[doc(alias = "PERF_SAMPLE_DATA_PAGE_SIZE")]
-    #[inline(always)]
-    pub fn data_page_size(&self) -> Option<u64> {
-        self.loc.data_page_size(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_CODE_PAGE_SIZE`: page size of `ip`. Since Linux 5.11.
-    #[doc(alias = "PERF_SAMPLE_CODE_PAGE_SIZE")]
-    #[inline(always)]
-    pub fn code_page_size(&self) -> Option<u64> {
-        self.loc.code_page_size(self.cfg)
-    }
-
-    /// `PERF_SAMPLE_AUX`: a snapshot of the AUX area. Since Linux 5.5.
-    #[doc(alias = "PERF_SAMPLE_AUX")]
-    #[inline(always)]
-    pub fn aux(&self) -> Option<Bytes<'a>> {
-        self.loc.aux(self.cfg)
-    }
-
-    /// Every field decoded: the [`Sample`] that [`RawRecord::parse`](crate::RawRecord::parse) gives.
-    #[inline]
-    pub fn to_sample(&self) -> Sample<'a> {
-        self.loc.sample(self.cfg)
-    }
-}
-
-impl<'a> Located<'a> {
-    /// Validates `data` (a sample body) against `cfg` and notes where its fields start.
-    #[inline(always)]
-    pub(crate) fn new(misc: Misc, data: Chunk<'a>, cfg: &ParseConfig) -> Option<Self> {
-        let mut seg = [0; SEGMENTS];
-        layout(data, cfg, &mut seg)?;
-        Some(Located { data, seg, misc })
-    }
-
-    #[inline(always)]
-    fn prefix(&self, cfg: &ParseConfig) -> SamplePrefix {
-        cfg.sample_prefix()
+        self.data
     }
 
     #[inline(always)]
@@ -390,9 +202,10 @@ impl<'a> Located<'a> {
         }
     }
 
+    /// Where `field` (one of the indexes above) starts in `data`, or `None` when the sample does not carry it.
     #[inline(always)]
-    fn at(&self, cfg: &ParseConfig, field: usize) -> Option<usize> {
-        let st = cfg.sample_type();
+    fn at(&self, field: usize) -> Option<usize> {
+        let st = self.cfg.sample_type();
         let bit = |b: u32| st & b as u64 != 0;
         let word = |b: u32| if bit(b) { 8 } else { 0 };
         let weight = if bit(PERF_SAMPLE_WEIGHT) || bit(PERF_SAMPLE_WEIGHT_STRUCT) {
@@ -407,7 +220,7 @@ impl<'a> Located<'a> {
         let (present, start) = match field {
             READ => (
                 bit(PERF_SAMPLE_READ),
-                Some(cfg.sample_prefix().len as usize),
+                Some(self.cfg.sample_prefix().len as usize),
             ),
             CALLCHAIN => (bit(PERF_SAMPLE_CALLCHAIN), seg(SEG_CALLCHAIN)),
             RAW => (bit(PERF_SAMPLE_RAW), seg(SEG_RAW)),
@@ -457,30 +270,37 @@ impl<'a> Located<'a> {
     }
 
     #[inline(always)]
-    fn word(&self, cfg: &ParseConfig, field: usize) -> Option<u64> {
-        self.data.read_u64(self.at(cfg, field)?)
+    fn word(&self, field: usize) -> Option<u64> {
+        self.data.read_u64(self.at(field)?)
     }
 
+    /// A cursor over the bytes from `field`'s start to the end of the sample.
     #[inline(always)]
-    fn cursor(&self, cfg: &ParseConfig, field: usize) -> Option<Cursor<'a>> {
-        let at = self.at(cfg, field)?;
+    fn cursor(&self, field: usize) -> Option<Cursor<'a>> {
+        let at = self.at(field)?;
         let len = self.data.len().checked_sub(at)?;
         Some(Cursor::new(self.data.get(at, len)?, len, "SAMPLE"))
     }
 
+    /// `PERF_SAMPLE_IDENTIFIER`: the event id, at a fixed position.
+    #[doc(alias = "PERF_SAMPLE_IDENTIFIER")]
     #[inline(always)]
-    pub(crate) fn identifier(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).identifier)
+    pub fn identifier(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().identifier)
     }
 
+    /// `PERF_SAMPLE_IP`: the instruction pointer.
+    #[doc(alias = "PERF_SAMPLE_IP")]
     #[inline(always)]
-    pub(crate) fn ip(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).ip)
+    pub fn ip(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().ip)
     }
 
+    /// `PERF_SAMPLE_TID`: process and thread id.
+    #[doc(alias = "PERF_SAMPLE_TID")]
     #[inline(always)]
-    pub(crate) fn thread(&self, cfg: &ParseConfig) -> Option<ThreadId> {
-        let off = self.prefix(cfg).tid;
+    pub fn thread(&self) -> Option<ThreadId> {
+        let off = self.prefix().tid;
         if off == ABSENT {
             return None;
         }
@@ -492,29 +312,39 @@ impl<'a> Located<'a> {
         })
     }
 
+    /// `PERF_SAMPLE_TIME`: perf clock timestamp in ns.
+    #[doc(alias = "PERF_SAMPLE_TIME")]
     #[inline(always)]
-    pub(crate) fn time(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).time)
+    pub fn time(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().time)
     }
 
+    /// `PERF_SAMPLE_ADDR`: the data address (page faults, memory events, breakpoints).
+    #[doc(alias = "PERF_SAMPLE_ADDR")]
     #[inline(always)]
-    pub(crate) fn addr(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).addr)
+    pub fn addr(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().addr)
     }
 
+    /// `PERF_SAMPLE_ID`: the event id (of the group leader when read through a group).
+    #[doc(alias = "PERF_SAMPLE_ID")]
     #[inline(always)]
-    pub(crate) fn id(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).id)
+    pub fn id(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().id)
     }
 
+    /// `PERF_SAMPLE_STREAM_ID`: the id of the event that opened the stream.
+    #[doc(alias = "PERF_SAMPLE_STREAM_ID")]
     #[inline(always)]
-    pub(crate) fn stream_id(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).stream_id)
+    pub fn stream_id(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().stream_id)
     }
 
+    /// `PERF_SAMPLE_CPU`: the CPU (the reserved half-word is dropped).
+    #[doc(alias = "PERF_SAMPLE_CPU")]
     #[inline(always)]
-    pub(crate) fn cpu(&self, cfg: &ParseConfig) -> Option<u32> {
-        let off = self.prefix(cfg).cpu;
+    pub fn cpu(&self) -> Option<u32> {
+        let off = self.prefix().cpu;
         if off == ABSENT {
             None
         } else {
@@ -522,132 +352,158 @@ impl<'a> Located<'a> {
         }
     }
 
+    /// `PERF_SAMPLE_PERIOD`: the sample period.
+    #[doc(alias = "PERF_SAMPLE_PERIOD")]
     #[inline(always)]
-    pub(crate) fn period(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.prefix_u64(self.prefix(cfg).period)
+    pub fn period(&self) -> Option<u64> {
+        self.prefix_u64(self.prefix().period)
     }
 
-    #[inline(always)]
-    pub(crate) fn read(&self, cfg: &ParseConfig) -> Option<ReadValues<'a>> {
-        parse_read(&mut self.cursor(cfg, READ)?, cfg).ok()
+    /// `PERF_SAMPLE_READ`: counter values, laid out by `read_format`.
+    #[doc(alias = "PERF_SAMPLE_READ")]
+    pub fn read(&self) -> Option<ReadValues<'a>> {
+        parse_read(&mut self.cursor(READ)?, self.cfg).ok()
     }
 
+    /// `PERF_SAMPLE_CALLCHAIN`: instruction pointers with `PERF_CONTEXT_*` markers.
+    #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
     #[inline(always)]
-    pub(crate) fn callchain(&self, cfg: &ParseConfig) -> Option<Callchain<'a>> {
-        let at = self.at(cfg, CALLCHAIN)?;
+    pub fn callchain(&self) -> Option<Callchain<'a>> {
+        let at = self.at(CALLCHAIN)?;
         let nr = usize::try_from(self.data.read_u64(at)?).ok()?;
         Some(Callchain {
             ips: U64s::borrowed(self.data.get(at + 8, nr.checked_mul(8)?)?),
         })
     }
 
+    /// `PERF_SAMPLE_RAW`: opaque data (tracepoint fields), including the kernel's alignment padding.
+    #[doc(alias = "PERF_SAMPLE_RAW")]
     #[inline(always)]
-    pub(crate) fn raw(&self, cfg: &ParseConfig) -> Option<Bytes<'a>> {
-        let at = self.at(cfg, RAW)?;
+    pub fn raw(&self) -> Option<Bytes<'a>> {
+        let at = self.at(RAW)?;
         let size = self.data.read_u32(at)? as usize;
         Some(Bytes::borrowed(self.data.get(at + 4, size)?))
     }
 
-    #[inline(always)]
-    pub(crate) fn branch_stack(&self, cfg: &ParseConfig) -> Option<BranchStack<'a>> {
-        parse_branch_stack(&mut self.cursor(cfg, BRANCH_STACK)?, cfg).ok()
+    /// `PERF_SAMPLE_BRANCH_STACK`: the last branches taken.
+    #[doc(alias = "PERF_SAMPLE_BRANCH_STACK")]
+    pub fn branch_stack(&self) -> Option<BranchStack<'a>> {
+        parse_branch_stack(&mut self.cursor(BRANCH_STACK)?, self.cfg).ok()
     }
 
-    #[inline(always)]
-    pub(crate) fn regs_user(&self, cfg: &ParseConfig) -> Option<Regs<'a>> {
-        let mut c = self.cursor(cfg, REGS_USER)?;
-        let (mask, count) = (cfg.regs_user_mask(), cfg.regs_user_count());
+    /// `PERF_SAMPLE_REGS_USER`: user registers selected by `sample_regs_user`.
+    #[doc(alias = "PERF_SAMPLE_REGS_USER")]
+    pub fn regs_user(&self) -> Option<Regs<'a>> {
+        let mut c = self.cursor(REGS_USER)?;
+        let (mask, count) = (self.cfg.regs_user_mask(), self.cfg.regs_user_count());
         parse_regs(&mut c, mask, count, "regs_user").ok()
     }
 
-    #[inline(always)]
-    pub(crate) fn stack_user(&self, cfg: &ParseConfig) -> Option<StackUser<'a>> {
-        parse_stack_user(&mut self.cursor(cfg, STACK_USER)?).ok()
+    /// `PERF_SAMPLE_STACK_USER`: a copy of the user stack.
+    #[doc(alias = "PERF_SAMPLE_STACK_USER")]
+    pub fn stack_user(&self) -> Option<StackUser<'a>> {
+        parse_stack_user(&mut self.cursor(STACK_USER)?).ok()
     }
 
+    /// `PERF_SAMPLE_WEIGHT` or `PERF_SAMPLE_WEIGHT_STRUCT`: the raw weight word; see [`Weight`].
+    #[doc(alias = "PERF_SAMPLE_WEIGHT")]
+    #[doc(alias = "PERF_SAMPLE_WEIGHT_STRUCT")]
     #[inline(always)]
-    pub(crate) fn weight(&self, cfg: &ParseConfig) -> Option<Weight> {
-        self.word(cfg, WEIGHT).map(Weight)
+    pub fn weight(&self) -> Option<Weight> {
+        self.word(WEIGHT).map(Weight)
     }
 
+    /// `PERF_SAMPLE_DATA_SRC`: the memory data source (`union perf_mem_data_src`).
+    #[doc(alias = "PERF_SAMPLE_DATA_SRC")]
     #[inline(always)]
-    pub(crate) fn data_src(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, DATA_SRC)
+    pub fn data_src(&self) -> Option<u64> {
+        self.word(DATA_SRC)
     }
 
+    /// `PERF_SAMPLE_TRANSACTION`: transactional memory abort flags.
+    #[doc(alias = "PERF_SAMPLE_TRANSACTION")]
     #[inline(always)]
-    pub(crate) fn transaction(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, TRANSACTION)
+    pub fn transaction(&self) -> Option<u64> {
+        self.word(TRANSACTION)
     }
 
-    #[inline(always)]
-    pub(crate) fn regs_intr(&self, cfg: &ParseConfig) -> Option<Regs<'a>> {
-        let mut c = self.cursor(cfg, REGS_INTR)?;
-        let (mask, count) = (cfg.regs_intr_mask(), cfg.regs_intr_count());
+    /// `PERF_SAMPLE_REGS_INTR`: registers at the interrupt, selected by `sample_regs_intr`.
+    #[doc(alias = "PERF_SAMPLE_REGS_INTR")]
+    pub fn regs_intr(&self) -> Option<Regs<'a>> {
+        let mut c = self.cursor(REGS_INTR)?;
+        let (mask, count) = (self.cfg.regs_intr_mask(), self.cfg.regs_intr_count());
         parse_regs(&mut c, mask, count, "regs_intr").ok()
     }
 
+    /// `PERF_SAMPLE_PHYS_ADDR`: physical address of `addr`. Since Linux 4.13.
+    #[doc(alias = "PERF_SAMPLE_PHYS_ADDR")]
     #[inline(always)]
-    pub(crate) fn phys_addr(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, PHYS_ADDR)
+    pub fn phys_addr(&self) -> Option<u64> {
+        self.word(PHYS_ADDR)
     }
 
+    /// `PERF_SAMPLE_CGROUP`: cgroup id (v2 inode number). Since Linux 5.7.
+    #[doc(alias = "PERF_SAMPLE_CGROUP")]
     #[inline(always)]
-    pub(crate) fn cgroup(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, CGROUP)
+    pub fn cgroup(&self) -> Option<u64> {
+        self.word(CGROUP)
     }
 
+    /// `PERF_SAMPLE_DATA_PAGE_SIZE`: page size of `addr`. Since Linux 5.11.
+    #[doc(alias = "PERF_SAMPLE_DATA_PAGE_SIZE")]
     #[inline(always)]
-    pub(crate) fn data_page_size(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, DATA_PAGE_SIZE)
+    pub fn data_page_size(&self) -> Option<u64> {
+        self.word(DATA_PAGE_SIZE)
     }
 
+    /// `PERF_SAMPLE_CODE_PAGE_SIZE`: page size of `ip`. Since Linux 5.11.
+    #[doc(alias = "PERF_SAMPLE_CODE_PAGE_SIZE")]
     #[inline(always)]
-    pub(crate) fn code_page_size(&self, cfg: &ParseConfig) -> Option<u64> {
-        self.word(cfg, CODE_PAGE_SIZE)
+    pub fn code_page_size(&self) -> Option<u64> {
+        self.word(CODE_PAGE_SIZE)
     }
 
-    #[inline(always)]
-    pub(crate) fn aux(&self, cfg: &ParseConfig) -> Option<Bytes<'a>> {
-        let at = self.at(cfg, AUX)?;
+    /// `PERF_SAMPLE_AUX`: a snapshot of the AUX area. Since Linux 5.5.
+    #[doc(alias = "PERF_SAMPLE_AUX")]
+    pub fn aux(&self) -> Option<Bytes<'a>> {
+        let at = self.at(AUX)?;
         let size = usize::try_from(self.data.read_u64(at)?).ok()?;
         Some(Bytes::borrowed(self.data.get(at + 8, size)?))
     }
 
-    #[inline(always)]
-    pub(crate) fn sample(&self, cfg: &ParseConfig) -> Sample<'a> {
+    /// Every field decoded: the [`Sample`] that [`RawRecord::parse`](crate::RawRecord::parse) gives.
+    pub fn to_sample(&self) -> Sample<'a> {
         Sample {
             misc: self.misc,
-            identifier: self.identifier(cfg),
-            ip: self.ip(cfg),
-            thread: self.thread(cfg),
-            time: self.time(cfg),
-            addr: self.addr(cfg),
-            id: self.id(cfg),
-            stream_id: self.stream_id(cfg),
-            cpu: self.cpu(cfg),
-            period: self.period(cfg),
-            read: self.read(cfg),
-            callchain: self.callchain(cfg),
-            raw: self.raw(cfg),
-            branch_stack: self.branch_stack(cfg),
-            regs_user: self.regs_user(cfg),
-            stack_user: self.stack_user(cfg),
-            weight: self.weight(cfg),
-            data_src: self.data_src(cfg),
-            transaction: self.transaction(cfg),
-            regs_intr: self.regs_intr(cfg),
-            phys_addr: self.phys_addr(cfg),
-            cgroup: self.cgroup(cfg),
-            data_page_size: self.data_page_size(cfg),
-            code_page_size: self.code_page_size(cfg),
-            aux: self.aux(cfg),
+            identifier: self.identifier(),
+            ip: self.ip(),
+            thread: self.thread(),
+            time: self.time(),
+            addr: self.addr(),
+            id: self.id(),
+            stream_id: self.stream_id(),
+            cpu: self.cpu(),
+            period: self.period(),
+            read: self.read(),
+            callchain: self.callchain(),
+            raw: self.raw(),
+            branch_stack: self.branch_stack(),
+            regs_user: self.regs_user(),
+            stack_user: self.stack_user(),
+            weight: self.weight(),
+            data_src: self.data_src(),
+            transaction: self.transaction(),
+            regs_intr: self.regs_intr(),
+            phys_addr: self.phys_addr(),
+            cgroup: self.cgroup(),
+            data_page_size: self.data_page_size(),
+            code_page_size: self.code_page_size(),
+            aux: self.aux(),
         }
     }
 }
 
 impl std::fmt::Debug for SampleView<'_> {
-    #[inline(always)]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("SampleView")
             .field(&self.to_sample())
@@ -674,7 +530,7 @@ fn skip_regs(data: Chunk<'_>, pos: usize, count: usize) -> Option<usize> {
 }
 
 /// One pass over a sample body: notes in `seg` where each run of fields starts; `None` when the body does
-/// not match the layout exactly (what [`parse_sample_fields`] reports as an error).
+/// not match the layout exactly (what [`parse_sample`] reports as an error).
 #[inline(always)]
 fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Option<()> {
     let st = cfg.sample_type();
@@ -761,11 +617,11 @@ fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Opti
     (pos == len).then_some(())
 }
 
-/// The error for a body the view refused: the one [`parse_sample_fields`] reports, so the two agree.
+/// The error for a body the view refused: the one [`parse_sample`] reports, so the two agree.
 #[cold]
 #[inline(never)]
-pub(crate) fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
-    match parse_sample_fields(misc, data, cfg) {
+fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
+    match parse_sample(misc, data, cfg) {
         Err(e) => e,
         // The view and the full parse disagree (a bug): report the body as not matching its layout.
         Ok(_) => ErrorKind::Truncated {
