@@ -34,4 +34,4 @@ pub mod sim;
 pub use mmap::{page_size, MappedPage};
 pub use overwrite::{BackwardCopy, BackwardRecords};
 pub use page::{Capabilities, PageSnapshot, UserCount, UserPage};
-pub use ring::{Area, Aux, Batch, Data, Ring, RingMode};
+pub use ring::{Area, Aux, Batch, Data, RecordSpan, Ring, RingMode};

@@ -432,7 +432,7 @@ impl Sampler {
     }
 
     /// Whether another reader asked for the ring.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wanted(&self) -> bool {
         self.wanted.load(Ordering::Relaxed)
     }
@@ -845,8 +845,15 @@ pub(crate) struct Lease<'s> {
 
 impl Lease<'_> {
     /// The ring (`Some` until the lease is dropped).
+    #[inline]
     pub(crate) fn ring(&mut self) -> Option<&mut Ring<Data>> {
         self.ring.as_mut()
+    }
+
+    /// The ring, shared (`Some` until the lease is dropped).
+    #[inline]
+    pub(crate) fn ring_ref(&self) -> Option<&Ring<Data>> {
+        self.ring.as_ref()
     }
 }
 
