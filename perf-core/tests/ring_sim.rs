@@ -910,6 +910,70 @@ fn next_record_publishes_lazily_and_never_past_a_live_record() {
 }
 
 #[test]
+fn next_span_consumes_like_next_record_and_its_bytes_last_until_the_tail_is_published() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    let Sim {
+        kernel: mut other_kernel,
+        ring: mut other,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    for seq in 0..3 {
+        kernel.output(SAMPLE, 0, &body(seq, 8)).unwrap(); // 24 bytes each
+        other_kernel.output(SAMPLE, 0, &body(seq, 8)).unwrap();
+    }
+    let a = ring.next_span().unwrap().unwrap();
+    let b = ring.next_span().unwrap().unwrap();
+    assert_eq!(
+        (a.position(), a.len(), b.position(), b.len()),
+        (0, 24, 24, 24)
+    );
+    check_record(ring.consumed(a).unwrap(), SAMPLE, 0, 8);
+    check_record(ring.consumed(b).unwrap(), SAMPLE, 1, 8);
+    assert_eq!(kernel.published_tail(), 0, "consumed, not given back");
+    // The walk goes on where the spans left it, whichever form reads next.
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 2, 8);
+    // Once published, the bytes are the producer's again: a span no longer reads them.
+    ring.commit();
+    assert_eq!(kernel.published_tail(), 72);
+    assert!(ring.consumed(a).is_none());
+    assert!(ring.consumed(b).is_none());
+    // A span only reads what its ring consumed and has not given back.
+    let c = other.next_span().unwrap().unwrap();
+    assert!(other.consumed(b).is_none(), "not consumed there yet");
+    check_record(other.consumed(c).unwrap(), SAMPLE, 0, 8);
+    assert!(ring.next_span().unwrap().is_none());
+}
+
+#[test]
+fn the_fast_path_never_reads_an_overwrite_ring_forward() {
+    let mut config = SimConfig::new(256);
+    config.data_mode = RingMode::Overwrite;
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(config).unwrap();
+    for seq in 0..4 {
+        kernel.output_backward(SAMPLE, 0, &body(seq, 8)).unwrap();
+    }
+    // A copy moves the ring's position (the head it saw); forward reads stay refused.
+    let mut copy = BackwardCopy::new();
+    ring.copy_backward(&mut copy).unwrap();
+    assert!(matches!(
+        ring.next_record().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
+    assert!(matches!(
+        ring.next_span().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
+}
+
+#[test]
 fn a_consumer_racing_a_producer_never_reads_unpublished_bytes() {
     // Issue: `next_with_seen` trusted a head from its caller and yielded unpublished bytes. Heads now come
     // from the ring alone: mix every read path against a producer on another thread; every record arrives
