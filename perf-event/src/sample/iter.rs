@@ -34,6 +34,8 @@ pub(crate) struct Reader<'a> {
     ended: bool,
     /// Why the last call found no record, when it was an error (taken by the caller).
     error: Option<Error>,
+    /// The record the lending form consumed last.
+    current: Option<RecordSpan>,
     waiter: Option<Waiter>,
 }
 
@@ -44,6 +46,7 @@ impl<'a> Reader<'a> {
             lease: None,
             ended: false,
             error: None,
+            current: None,
             waiter: None,
         }
     }
@@ -186,14 +189,21 @@ impl<'a> Reader<'a> {
         Some(f(self.consumed(span)?, sampler))
     }
 
-    /// Consumes the next record and lends its bytes until the next call; as
-    /// [`next_with`](Self::next_with) otherwise.
-    #[inline]
-    pub(crate) fn next_chunk(&mut self) -> Option<Result<Chunk<'_>>> {
-        match self.take() {
-            Some(span) => self.consumed(span).map(Ok),
-            None => self.take_error().map(Err),
-        }
+    /// Consumes the next record, whose bytes [`current`](Self::current) then lends until the next
+    /// call: `false` at the end or for an error (kept for [`take_error`](Self::take_error)).
+    ///
+    /// Two steps, so that the lending caller borrows the reader only once it has a record: a
+    /// borrow returned on one path would keep the reader borrowed on the others too.
+    #[inline(always)]
+    pub(crate) fn has_record(&mut self) -> bool {
+        self.current = self.take();
+        self.current.is_some()
+    }
+
+    /// The bytes of the record [`has_record`](Self::has_record) consumed.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> Option<Chunk<'_>> {
+        self.consumed(self.current?)
     }
 
     /// Calls `f` for every record published now (at most `max`) in one batch: one head load, one tail
@@ -650,24 +660,36 @@ impl<'a> CowIter<'a> {
     /// consumed, or when the iterator is dropped (see [`perf_core::Ring::next_record`]). `next`'s
     /// records are released the same way once its closure returns; [`drain`](Self::drain)
     /// publishes once at the end of its pass.
+    #[inline(always)]
     pub fn lending_next(&mut self) -> Option<RawRecord<'_>> {
-        self.try_lending_next()?.ok()
+        if self.reader.has_record() {
+            return self.lend();
+        }
+        self.reader.clear_error();
+        None
     }
 
     /// As [`lending_next`](Self::lending_next), but says why there is no record: `Some(Err)` when
     /// another reader holds the ring ([`Error::RingBusy`]), when the ring is corrupt (its pending
     /// bytes are then discarded), or once for an error that ends the iterator.
+    #[inline]
     pub fn try_lending_next(&mut self) -> Option<Result<RawRecord<'_>>> {
+        if self.reader.has_record() {
+            return self.lend().map(Ok);
+        }
+        self.reader.take_error().map(Err)
+    }
+
+    /// The record [`Reader::has_record`] found, lent.
+    #[inline(always)]
+    fn lend(&mut self) -> Option<RawRecord<'_>> {
         let sampler = self.reader.sampler;
-        let chunk = match self.reader.next_chunk()? {
-            Ok(chunk) => chunk,
-            Err(e) => return Some(Err(e)),
-        };
+        let chunk = self.reader.current()?;
         account(sampler, chunk);
-        Some(Ok(RawRecord {
+        Some(RawRecord {
             chunk: contiguous(chunk, &mut self.scratch),
             parser: sampler.parser(),
-        }))
+        })
     }
 
     /// Calls `f` for every record published now (at most `max`), in one pass: one head load and
