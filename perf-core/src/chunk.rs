@@ -93,7 +93,7 @@ impl<'a> Chunk<'a> {
     }
 
     /// The bytes in a new vector.
-    #[inline]
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u8> {
         if self.second.is_empty() {
             return self.first.to_vec();

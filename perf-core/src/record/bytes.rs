@@ -33,6 +33,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// The bytes as a [`Chunk`] (one slice when owned or not wrapped, two when borrowed across the seam).
+    #[inline]
     pub fn chunk(&self) -> Chunk<'_> {
         match &self.0 {
             BytesRepr::Borrowed(c) => *c,
@@ -41,6 +42,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         match &self.0 {
             BytesRepr::Borrowed(c) => c.len(),
@@ -49,11 +51,13 @@ impl<'a> Bytes<'a> {
     }
 
     /// Whether there are no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes as one slice, unless they are borrowed across the ring's seam.
+    #[inline]
     pub fn as_contiguous(&self) -> Option<&[u8]> {
         match &self.0 {
             BytesRepr::Borrowed(c) => c.as_contiguous(),
@@ -62,6 +66,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// The bytes, copied into a new vector.
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u8> {
         self.chunk().to_vec()
     }
@@ -155,6 +160,7 @@ impl<'a> U64s<'a> {
     }
 
     /// Number of words.
+    #[inline]
     pub fn len(&self) -> usize {
         match &self.0 {
             WordsRepr::Bytes(c) => c.len() / 8,
@@ -163,6 +169,7 @@ impl<'a> U64s<'a> {
     }
 
     /// Whether there are no words.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -209,6 +216,7 @@ impl<'a> U64s<'a> {
     }
 
     /// The words, copied into a new vector (one allocation of the exact size).
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u64> {
         match &self.0 {
             WordsRepr::Bytes(c) => match c.as_contiguous() {
@@ -273,7 +281,7 @@ impl<'b> IntoIterator for &'b U64s<'_> {
 }
 
 /// The whole words of `bytes`, native-endian: one allocation and one copy.
-#[inline]
+#[inline(always)]
 fn words_of(bytes: &[u8]) -> Vec<u64> {
     let n = bytes.len() / 8;
     let mut v: Vec<u64> = Vec::with_capacity(n);

@@ -191,10 +191,13 @@ impl<'a> RawRecord<'a> {
     where
         'a: 'v,
     {
-        if self.record_type() == PERF_RECORD_SAMPLE {
-            SampleView::new(self.misc(), self.data, cfg).map(RecordView::Sample)
-        } else {
-            self.view_other(cfg)
+        if self.record_type() != PERF_RECORD_SAMPLE {
+            return self.view_other(cfg);
+        }
+        // Straight into the result: no intermediate `Result<SampleView, Error>` to move.
+        match SampleView::try_new(self.misc(), self.data, cfg) {
+            Some(view) => Ok(RecordView::Sample(view)),
+            None => Err(super::view::refusal(self.misc(), self.data, cfg)),
         }
     }
 
