@@ -682,7 +682,7 @@ impl<'a> CowIter<'a> {
 
     /// The record [`Reader::has_record`] found, lent.
     #[inline(always)]
-    fn lend(&mut self) -> Option<RawRecord<'_>> {
+    pub(crate) fn lend(&mut self) -> Option<RawRecord<'_>> {
         let sampler = self.reader.sampler;
         let chunk = self.reader.current()?;
         account(sampler, chunk);
