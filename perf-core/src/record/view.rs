@@ -154,8 +154,8 @@ pub struct SampleView<'a> {
 
 impl<'a> SampleView<'a> {
     /// Validates `data` (a sample body) against `cfg` and notes where its fields start; `None` where
-    /// [`RawRecord::parse`](crate::RawRecord::parse) fails (whose error [`refusal`] gives). Without a
-    /// `Result` that shares its bytes with [`Error`], the view stays in registers in a caller's loop.
+    /// [`RawRecord::parse`](crate::RawRecord::parse) fails (whose error [`refusal`] gives). As an
+    /// `Option`, the view stays in registers in a caller's loop.
     #[inline(always)]
     pub(crate) fn try_new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Option<Self> {
         let mut seg = [0; SEGMENTS];
