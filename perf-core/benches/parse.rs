@@ -4,10 +4,11 @@
 //!
 //! `cargo bench -p perf-core --bench parse [-- WORD]` (WORD: run only the contenders whose name contains it)
 //!
-//! The fast walk is `next_record + sample_view`: [`Records::next_record`] and
-//! [`RawRecord::sample_view`](perf_core::RawRecord::sample_view), neither of which returns a `Result`, so the
-//! record and the view stay in registers; the iterator and [`RawRecord::view`](perf_core::RawRecord::view)
-//! return `Result`s that share their bytes with `perf_core::Error` and go through memory.
+//! The fast walk is `next_record + sample_view` (or `walk + sample_view`: with a one-pointer
+//! `perf_core::Error` the iterator's item costs no more than [`Records::next_record`]'s):
+//! [`RawRecord::sample_view`](perf_core::RawRecord::sample_view) returns an `Option`, so the view stays in
+//! registers, where [`RawRecord::view`](perf_core::RawRecord::view) returns a `Result<RecordView, Error>` as
+//! large as a whole `Record`, which goes through memory.
 //!
 //! The capture: a `syscalls:sys_enter_getppid` tracepoint and a `page-faults` event, both with
 //! `IP|TID|TIME|ID|CPU|PERIOD|RAW|CALLCHAIN` and `sample_id_all`, `mmap2/comm/task`, sharing one ring

@@ -93,8 +93,11 @@ impl<'a> Chunk<'a> {
     }
 
     /// The bytes in a new vector.
-    #[inline]
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u8> {
+        if self.second.is_empty() {
+            return self.first.to_vec();
+        }
         let mut v = Vec::with_capacity(self.len());
         v.extend_from_slice(self.first);
         v.extend_from_slice(self.second);

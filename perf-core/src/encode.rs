@@ -6,6 +6,7 @@
 use perf_sys::*;
 
 use crate::record::*;
+use crate::ErrorKind;
 use crate::{Error, ParseConfig};
 
 struct Writer<'o> {
@@ -38,10 +39,11 @@ impl Writer<'_> {
         }
     }
     fn err(&self, reason: &'static str) -> Error {
-        Error::Encode {
+        ErrorKind::Encode {
             record: self.record,
             reason,
         }
+        .into()
     }
     /// A NUL-terminated string padded with NULs to a multiple of 8 bytes (as the kernel writes names).
     fn c_string(&mut self, s: &Bytes<'_>) -> Result<(), Error> {
@@ -261,7 +263,7 @@ impl Record<'_> {
     /// Appends the record's bytes, header included, to `out`, laid out as `cfg` says; returns the record's size.
     ///
     /// # Errors
-    /// [`Error::Encode`] when the record does not fit the layout (a sample field present without its
+    /// [`ErrorKind::Encode`] when the record does not fit the layout (a sample field present without its
     /// `PERF_SAMPLE_*` bit or missing with it, a sample_id trailer that disagrees with `sample_id_all`, a name
     /// with a NUL byte, a record over 64 KiB, a size that is not a multiple of 8). `out` is left as it was.
     pub fn encode(&self, cfg: &ParseConfig, out: &mut Vec<u8>) -> Result<usize, Error> {

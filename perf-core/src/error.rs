@@ -1,9 +1,90 @@
-//! The one error type of perf-core.
+//! The one error type of perf-core: [`Error`], a pointer to its [`ErrorKind`].
+
+use std::error::Error as _;
+use std::fmt;
 
 /// Everything that can go wrong in perf-core: mapping a perf fd, reading a ring, parsing a record.
+///
+/// One pointer wide (the details are boxed in an [`ErrorKind`]), so that every `Result` of perf-core
+/// stays a register or two wide on the paths that succeed. Match on [`kind`](Self::kind):
+///
+/// ```
+/// use perf_core::{Chunk, ErrorKind, RawRecord};
+///
+/// let err = RawRecord::from_chunk(Chunk::contiguous(&[9, 0, 0, 0, 0, 0, 4, 0])).unwrap_err();
+/// assert!(matches!(err.kind(), ErrorKind::RecordTooShort { size: 4 }));
+/// assert_eq!(
+///     err.to_string(),
+///     "record header says 4 bytes, less than the 8-byte header: the bytes are not at a record boundary"
+/// );
+/// ```
+///
+/// `{:?}` prints the message and any cause it does not already quote (what `main` shows for an error
+/// returned with `?`); `{:#?}` prints the [`ErrorKind`] with its fields.
+pub struct Error(Box<ErrorKind>);
+
+impl Error {
+    /// What went wrong, with its details.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0
+    }
+
+    /// The details, by value.
+    pub fn into_kind(self) -> ErrorKind {
+        *self.0
+    }
+}
+
+impl From<ErrorKind> for Error {
+    #[cold]
+    #[inline(never)]
+    fn from(kind: ErrorKind) -> Self {
+        Error(Box::new(kind))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return fmt::Debug::fmt(&*self.0, f);
+        }
+        let mut shown = self.to_string();
+        f.write_str(&shown)?;
+        // Most messages quote their errno already; add only the causes they do not.
+        let mut heading = true;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !shown.contains(&text) {
+                if heading {
+                    f.write_str("\n\nCaused by:")?;
+                    heading = false;
+                }
+                write!(f, "\n    {text}")?;
+                shown.push_str(&text);
+            }
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// What went wrong in perf-core, with its details: see [`Error::kind`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ErrorKind {
     // --- record parsing and encoding (record/, encode.rs) ---
     /// A record header's size is smaller than the 8-byte header itself.
     #[error("record header says {size} bytes, less than the 8-byte header: the bytes are not at a record boundary")]
@@ -173,7 +254,7 @@ PERF_EVENT_IOC_SET_OUTPUT (or its ring is busy); map the fd it writes into inste
         source: std::io::Error,
     },
     /// mmap(2) of a perf fd failed for another reason.
-    #[error("mapping {len} bytes of perf {area} ring at offset {offset} failed ({source}){hint}")]
+    #[error("mapping {len} bytes of perf {area} ring at offset {offset} failed ({source}){}", Hint(*hint))]
     Map {
         /// `"data"` or `"aux"`.
         area: &'static str,
@@ -181,8 +262,8 @@ PERF_EVENT_IOC_SET_OUTPUT (or its ring is busy); map the fd it writes into inste
         len: u64,
         /// File offset asked for.
         offset: u64,
-        /// What the errno usually means here (may be empty).
-        hint: &'static str,
+        /// What the errno usually means here, when something is known.
+        hint: Option<&'static str>,
         /// The error mmap(2) returned.
         source: std::io::Error,
     },
@@ -231,4 +312,105 @@ of 8, at least 8, and within the {available} bytes published; call Ring::discard
     /// A simulated-kernel call was given a ring of another simulated region, or impossible arguments.
     #[error("simulated kernel: {0}")]
     Sim(&'static str),
+}
+
+/// A [`ErrorKind::Map`] hint, as the end of its message.
+struct Hint(Option<&'static str>);
+
+impl fmt::Display for Hint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(h) => write!(f, ": {h}"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_one_pointer_and_results_stay_small() {
+        assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Error>() <= 16);
+        assert_eq!(std::mem::size_of::<Result<(), Error>>(), 8);
+        assert_eq!(std::mem::size_of::<Result<u64, Error>>(), 16);
+    }
+
+    #[test]
+    fn debug_is_the_message_and_the_causes_it_does_not_quote() {
+        let quoted: Error = ErrorKind::MapBusy {
+            area: "data",
+            source: std::io::Error::from_raw_os_error(libc::EBUSY),
+        }
+        .into();
+        let text = format!("{quoted:?}");
+        assert_eq!(text, quoted.to_string());
+        assert!(!text.contains("MapBusy {"), "{text}");
+        assert!(!text.contains("Caused by"), "{text}");
+        // A cause the message does not quote is added under "Caused by".
+        let wrapped: Error = ErrorKind::PerfDataIo {
+            what: "writing the data section",
+            source: std::io::Error::other(Inner),
+        }
+        .into();
+        let text = format!("{wrapped:?}");
+        assert!(
+            text.starts_with("perf.data: writing the data section failed: outer"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n\nCaused by:\n    inner cause"), "{text}");
+        // `{:#?}` names the kind and its fields.
+        let alt = format!("{quoted:#?}");
+        assert!(alt.starts_with("MapBusy {"), "{alt}");
+        assert!(alt.contains("area: \"data\""), "{alt}");
+    }
+
+    #[derive(Debug)]
+    struct Inner;
+    impl fmt::Display for Inner {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("outer")
+        }
+    }
+    impl std::error::Error for Inner {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&Cause)
+        }
+    }
+    #[derive(Debug)]
+    struct Cause;
+    impl fmt::Display for Cause {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("inner cause")
+        }
+    }
+    impl std::error::Error for Cause {}
+
+    #[test]
+    fn map_hints_are_self_contained() {
+        let e: Error = ErrorKind::Map {
+            area: "aux",
+            len: 8192,
+            offset: 4096,
+            hint: Some("this event's PMU has no AUX area"),
+            source: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        }
+        .into();
+        let text = e.to_string();
+        assert!(
+            text.ends_with("): this event's PMU has no AUX area"),
+            "{text}"
+        );
+        let e: Error = ErrorKind::Map {
+            area: "data",
+            len: 8192,
+            offset: 0,
+            hint: None,
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        }
+        .into();
+        assert!(e.to_string().ends_with(')'), "{e}");
+    }
 }

@@ -6,7 +6,7 @@
 //! `Drop` unmap) somebody else's memory. Two things prevent that:
 //!
 //! - a fork *generation*, bumped in the child by a `pthread_atfork` handler: rings compare it with the
-//!   generation they were made in and refuse to work in a child ([`Error::ForkedChild`](crate::Error));
+//!   generation they were made in and refuse to work in a child ([`ErrorKind::ForkedChild`](crate::ErrorKind::ForkedChild));
 //! - a registry of live perf mappings: the same child handler maps anonymous zeroed memory over each of
 //!   them (`MAP_FIXED`), so every pointer a ring or page view still holds points at memory the child owns,
 //!   nothing else can be mapped there, and dropping the copy only unmaps that placeholder.

@@ -17,7 +17,7 @@ mod chunk;
 mod error;
 
 pub use chunk::Chunk;
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 mod encode;
 pub mod perf_data;
 pub mod record;
@@ -34,4 +34,4 @@ pub mod sim;
 pub use mmap::{page_size, MappedPage};
 pub use overwrite::{BackwardCopy, BackwardRecords};
 pub use page::{Capabilities, PageSnapshot, UserCount, UserPage};
-pub use ring::{Area, Aux, Batch, Data, Ring, RingMode};
+pub use ring::{Area, Aux, Batch, Data, RecordSpan, Ring, RingMode};

@@ -31,6 +31,7 @@ use perf_sys::perf_event_mmap_page;
 
 use crate::page::UserPage;
 use crate::ring::{Area, Aux, Data, Owner, Producer, Ring, RingMode};
+use crate::ErrorKind;
 use crate::{fork, Error};
 
 /// The system page size.
@@ -43,33 +44,37 @@ pub fn page_size() -> u64 {
 /// Checks `pages` (a power of two, or 0 when `allow_zero`) and returns `pages * page_size + extra`.
 fn mapping_len<A: Area>(pages: u64, extra: u64, allow_zero: bool) -> Result<u64, Error> {
     if !(pages.is_power_of_two() || (allow_zero && pages == 0)) {
-        return Err(Error::BadRingSize {
+        return Err(ErrorKind::BadRingSize {
             area: A::NAME,
             size: pages,
-        });
+        }
+        .into());
     }
     let page_size = page_size();
     pages
         .checked_mul(page_size)
         .and_then(|len| len.checked_add(extra))
         .filter(|&len| usize::try_from(len).is_ok() && isize::try_from(len).is_ok())
-        .ok_or(Error::SizeOverflow {
-            area: A::NAME,
-            pages,
-            page_size,
-        })
+        .ok_or(
+            ErrorKind::SizeOverflow {
+                area: A::NAME,
+                pages,
+                page_size,
+            }
+            .into(),
+        )
 }
 
 /// Turns an mmap(2) failure into the error that explains it.
 fn map_error(area: &'static str, len: u64, offset: u64, source: io::Error) -> Error {
     match source.raw_os_error() {
-        Some(libc::ENOMEM) => Error::MapTooLarge { area, len, source },
+        Some(libc::ENOMEM) => ErrorKind::MapTooLarge { area, len, source }.into(),
         Some(libc::EPERM) => {
             let mlock_kb = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unreadable".to_owned());
             let (memlock_cur, memlock_max) = memlock_limit();
-            Error::MapMemory {
+            ErrorKind::MapMemory {
                 area,
                 len,
                 mlock_kb,
@@ -77,25 +82,29 @@ fn map_error(area: &'static str, len: u64, offset: u64, source: io::Error) -> Er
                 memlock_max,
                 source,
             }
+            .into()
         }
-        Some(libc::EBUSY) => Error::MapBusy { area, source },
-        errno => Error::Map {
+        Some(libc::EBUSY) => ErrorKind::MapBusy { area, source }.into(),
+        errno => ErrorKind::Map {
             area,
             len,
             offset,
             hint: match errno {
-                Some(libc::EINVAL) => {
-                    ": the fd is already mapped with another size, or this event cannot be mapped"
+                Some(libc::EINVAL) => Some(
+                    "the fd is already mapped with another size, or this event cannot be mapped",
+                ),
+                Some(libc::EOPNOTSUPP) => Some(
+                    "this event's PMU has no AUX area (only PMUs such as \
+                    Intel PT, BTS, CoreSight or ARM SPE have one)",
+                ),
+                Some(libc::ENODEV) | Some(libc::EACCES) => {
+                    Some("not a perf event fd, or not mappable")
                 }
-                Some(libc::EOPNOTSUPP) => {
-                    ": this event's PMU has no AUX area (only PMUs such as \
-                    Intel PT, BTS, CoreSight or ARM SPE have one)"
-                }
-                Some(libc::ENODEV) | Some(libc::EACCES) => ": not a perf event fd, or not mappable",
-                _ => "",
+                _ => None,
             },
             source,
-        },
+        }
+        .into(),
     }
 }
 
@@ -170,8 +179,8 @@ static EXCLUSIVE: Mutex<()> = Mutex::new(());
 /// `perf_event_set_output(event, NULL)` refuses (EINVAL) while the event has an active mmap.
 fn prove_unmapped(fd: BorrowedFd<'_>, area: &'static str) -> Result<(), Error> {
     perf_sys::ioctl::set_output(fd, None).map_err(|source| match source.raw_os_error() {
-        Some(libc::EINVAL) => Error::AlreadyMapped { area },
-        _ => Error::NotPerfFd { area, source },
+        Some(libc::EINVAL) => ErrorKind::AlreadyMapped { area }.into(),
+        _ => ErrorKind::NotPerfFd { area, source }.into(),
     })
 }
 
@@ -194,20 +203,22 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyMapped`] (the event is mapped already: by another ring, or by a mapping of a
-    /// duplicate fd), [`Error::NotPerfFd`], [`Error::BadRingSize`] (`data_pages` not a non-zero power of
-    /// two), [`Error::SizeOverflow`], [`Error::MapMemory`] (the locked-memory budget, with its current
-    /// values), [`Error::MapTooLarge`], [`Error::Map`] (anything else).
+    /// [`ErrorKind::AlreadyMapped`] (the event is mapped already: by another ring, or by a mapping of a
+    /// duplicate fd), [`ErrorKind::NotPerfFd`], [`ErrorKind::BadRingSize`] (`data_pages` not a non-zero power of
+    /// two), [`ErrorKind::SizeOverflow`], [`ErrorKind::MapMemory`] (the locked-memory budget, with its current
+    /// values), [`ErrorKind::MapTooLarge`], [`ErrorKind::Map`] (anything else).
     pub fn map_exclusive(
         fd: BorrowedFd<'_>,
         data_pages: u64,
         mode: RingMode,
     ) -> Result<Self, Error> {
         let len = mapping_len::<Data>(data_pages, page_size(), false)?;
-        let dup = fd.try_clone_to_owned().map_err(|source| Error::NotPerfFd {
-            area: Data::NAME,
-            source,
-        })?;
+        let dup = fd
+            .try_clone_to_owned()
+            .map_err(|source| ErrorKind::NotPerfFd {
+                area: Data::NAME,
+                source,
+            })?;
         let _serial = EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner());
         prove_unmapped(fd, Data::NAME)?;
         // SAFETY: the kernel just proved the event has no mapping, so the one made here is the ring's first
@@ -290,7 +301,7 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::AuxUnavailable`] for a ring not made by `map_exclusive`, or one whose AUX ring is alive;
+    /// [`ErrorKind::AuxUnavailable`] for a ring not made by `map_exclusive`, or one whose AUX ring is alive;
     /// as [`map_aux`](Ring::map_aux) otherwise.
     pub fn map_aux_exclusive(
         &mut self,
@@ -298,14 +309,16 @@ impl Ring<Data> {
         mode: RingMode,
     ) -> Result<Ring<Aux>, Error> {
         let Some(fd) = self.fd.clone() else {
-            return Err(Error::AuxUnavailable {
+            return Err(ErrorKind::AuxUnavailable {
                 why: "the data ring was not made by Ring::map_exclusive",
-            });
+            }
+            .into());
         };
         if self.aux_claim.swap(true, Ordering::AcqRel) {
-            return Err(Error::AuxUnavailable {
+            return Err(ErrorKind::AuxUnavailable {
                 why: "an AUX ring of this data ring is alive (one AUX area per ring)",
-            });
+            }
+            .into());
         }
         // SAFETY: `fd` is the event this ring maps (kept by `map_exclusive`), and this ring is its only
         // consumer (proved by `map_exclusive`), so the only AUX consumer is the one made here: a second one
@@ -327,8 +340,8 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// As [`Ring::map_exclusive`]; [`Error::RingMode`] if this data ring is an overwrite ring (its page is
-    /// read-only, so the AUX offset cannot be written); [`Error::ForkedChild`] in a child made by `fork()`.
+    /// As [`Ring::map_exclusive`]; [`ErrorKind::RingMode`] if this data ring is an overwrite ring (its page is
+    /// read-only, so the AUX offset cannot be written); [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub unsafe fn map_aux(
         &mut self,
         fd: BorrowedFd<'_>,
@@ -336,12 +349,13 @@ impl Ring<Data> {
         mode: RingMode,
     ) -> Result<Ring<Aux>, Error> {
         if self.mode() != RingMode::Normal {
-            return Err(Error::RingMode {
+            return Err(ErrorKind::RingMode {
                 area: Aux::NAME,
                 what: "setting the AUX offset",
                 needs: "normal (writable) data",
                 is: "overwrite",
-            });
+            }
+            .into());
         }
         self.check_process()?;
         let len = mapping_len::<Aux>(aux_pages, 0, false)?;
@@ -469,7 +483,10 @@ mod tests {
             0,
             io::Error::from_raw_os_error(libc::ENOMEM),
         );
-        assert!(matches!(err, Error::MapTooLarge { .. }), "{err:?}");
+        assert!(
+            matches!(err.kind(), ErrorKind::MapTooLarge { .. }),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("2^18 pages"), "{err}");
         let err = map_error(
             "data",
@@ -477,11 +494,11 @@ mod tests {
             0,
             io::Error::from_raw_os_error(libc::EPERM),
         );
-        let Error::MapMemory {
+        let ErrorKind::MapMemory {
             mlock_kb,
             memlock_cur,
             ..
-        } = &err
+        } = err.kind()
         else {
             panic!("{err:?}");
         };
@@ -493,24 +510,24 @@ mod tests {
             assert_eq!(mlock_kb, s.trim());
         }
         assert!(matches!(
-            map_error("aux", 0, 0, io::Error::from_raw_os_error(libc::EBUSY)),
-            Error::MapBusy { area: "aux", .. }
+            map_error("aux", 0, 0, io::Error::from_raw_os_error(libc::EBUSY)).kind(),
+            ErrorKind::MapBusy { area: "aux", .. }
         ));
         assert!(matches!(
-            map_error("data", 4096, 0, io::Error::from_raw_os_error(libc::EINVAL)),
-            Error::Map { .. }
+            map_error("data", 4096, 0, io::Error::from_raw_os_error(libc::EINVAL)).kind(),
+            ErrorKind::Map { .. }
         ));
     }
 
     #[test]
     fn page_counts_are_checked() {
         assert!(matches!(
-            mapping_len::<Data>(3, 0, false),
-            Err(Error::BadRingSize { size: 3, .. })
+            mapping_len::<Data>(3, 0, false).map_err(Error::into_kind),
+            Err(ErrorKind::BadRingSize { size: 3, .. })
         ));
         assert!(matches!(
-            mapping_len::<Data>(0, 0, false),
-            Err(Error::BadRingSize { .. })
+            mapping_len::<Data>(0, 0, false).map_err(Error::into_kind),
+            Err(ErrorKind::BadRingSize { .. })
         ));
         assert_eq!(mapping_len::<Data>(0, 7, true).unwrap(), 7);
         assert_eq!(
@@ -518,8 +535,8 @@ mod tests {
             5 * page_size()
         );
         assert!(matches!(
-            mapping_len::<Aux>(1 << 63, 0, false),
-            Err(Error::SizeOverflow { area: "aux", .. })
+            mapping_len::<Aux>(1 << 63, 0, false).map_err(Error::into_kind),
+            Err(ErrorKind::SizeOverflow { area: "aux", .. })
         ));
     }
 }

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::ring::{Aux, Data, Producer, Ring, RingMode, HEADER};
+use crate::ErrorKind;
 use crate::{Chunk, Error};
 
 /// Longest wait for a kernel head to settle (the fallback when membarrier is refused).
@@ -154,7 +155,7 @@ impl BackwardCopy {
 
     /// The records, newest first: each a contiguous chunk of the copy. The walk ends at never-written
     /// memory (a zero header) and before the oldest record if it was partly overwritten; an impossible
-    /// header yields [`Error::RingCorruptRecord`] once, then the end.
+    /// header yields [`ErrorKind::RingCorruptRecord`] once, then the end.
     pub fn records(&self) -> BackwardRecords<'_> {
         BackwardRecords {
             bytes: self.as_bytes(),
@@ -191,11 +192,12 @@ impl<'c> Iterator for BackwardRecords<'c> {
         }
         if len < HEADER as usize || len % HEADER as usize != 0 || (self.exact && len > budget) {
             self.failed = true;
-            return Some(Err(Error::RingCorruptRecord {
+            return Some(Err(ErrorKind::RingCorruptRecord {
                 position: self.head.wrapping_add(self.off as u64),
                 size,
                 available: budget as u64,
-            }));
+            }
+            .into()));
         }
         if len > budget {
             return None; // the oldest record, partly overwritten by newer ones
@@ -219,8 +221,8 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on a normal ring; [`Error::ForkedChild`] in a child made by `fork()`;
-    /// [`Error::RingCorruptRecord`] if the head is not 8-byte aligned; [`Error::Sim`] if a simulated write in
+    /// [`ErrorKind::RingMode`] on a normal ring; [`ErrorKind::ForkedChild`] in a child made by `fork()`;
+    /// [`ErrorKind::RingCorruptRecord`] if the head is not 8-byte aligned; [`ErrorKind::Sim`] if a simulated write in
     /// progress never finished.
     pub fn copy_backward(&mut self, into: &mut BackwardCopy) -> Result<(), Error> {
         self.require(RingMode::Overwrite, "a backward copy")?;
@@ -228,11 +230,12 @@ impl Ring<Data> {
         self.quiesce(true)?;
         let head = self.head();
         if !head.is_multiple_of(HEADER) {
-            return Err(Error::RingCorruptRecord {
+            return Err(ErrorKind::RingCorruptRecord {
                 position: head,
                 size: 0,
                 available: 0,
-            });
+            }
+            .into());
         }
         let written = self.tail.wrapping_sub(head);
         let mut len = written.min(self.size());
@@ -270,7 +273,7 @@ impl Ring<Aux> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on a normal AUX ring; [`Error::ForkedChild`] in a child made by `fork()`.
+    /// [`ErrorKind::RingMode`] on a normal AUX ring; [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub fn copy_aux_snapshot(
         &mut self,
         max_len: Option<u64>,

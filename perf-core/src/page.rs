@@ -28,8 +28,9 @@ use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use perf_sys::perf_event_mmap_page;
 
 use crate::Error;
+use crate::ErrorKind;
 
-/// Seqlock attempts before [`Error::PageUnstable`]. The kernel rewrites the page on context switches and
+/// Seqlock attempts before [`ErrorKind::PageUnstable`]. The kernel rewrites the page on context switches and
 /// ioctls, not continuously, so a read retries a few times at most; the bound only stops a page whose `lock`
 /// stays odd (never seen from a kernel) from spinning forever. About a millisecond of retries.
 const MAX_ATTEMPTS: u32 = 100_000;
@@ -279,7 +280,7 @@ impl<'a> UserPage<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::PageUnstable`] if the page changed on every one of many attempts.
+    /// [`ErrorKind::PageUnstable`] if the page changed on every one of many attempts.
     pub fn snapshot(&self) -> Result<PageSnapshot, Error> {
         self.consistent(|_| (), |_| ()).map(|(s, ())| s)
     }
@@ -293,7 +294,7 @@ impl<'a> UserPage<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::PageUnstable`] if the page changed on every one of many attempts.
+    /// [`ErrorKind::PageUnstable`] if the page changed on every one of many attempts.
     pub fn read_self(&self) -> Result<Option<UserCount>, Error> {
         let (snap, read) = self.consistent(
             |_| (),
@@ -367,9 +368,10 @@ impl<'a> UserPage<'a> {
             }
             std::hint::spin_loop();
         }
-        Err(Error::PageUnstable {
+        Err(ErrorKind::PageUnstable {
             attempts: MAX_ATTEMPTS,
-        })
+        }
+        .into())
     }
 
     #[cfg(test)]
@@ -505,7 +507,10 @@ mod tests {
     fn a_page_that_never_settles_is_an_error() {
         let sim = Sim::new(SimConfig::new(64)).unwrap();
         let r = page_of(&sim).snapshot_with_hook(|_| sim.kernel.update_page(|_| ()));
-        assert!(matches!(r, Err(Error::PageUnstable { .. })));
+        assert!(matches!(
+            r.map_err(Error::into_kind),
+            Err(ErrorKind::PageUnstable { .. })
+        ));
     }
 
     #[test]

@@ -29,6 +29,7 @@ use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::offset_of;
+use std::num::NonZeroU64;
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
@@ -37,6 +38,7 @@ use std::sync::Arc;
 use perf_sys::perf_event_mmap_page;
 
 use crate::page::UserPage;
+use crate::ErrorKind;
 use crate::{fork, Chunk, Error};
 
 /// Size of `struct perf_event_header`.
@@ -166,8 +168,8 @@ pub struct Ring<A: Area> {
 // thread moves the only consumer; the producer synchronises with it through atomic head/tail only.
 unsafe impl<A: Area> Send for Ring<A> {}
 // SAFETY: every `&self` method only performs atomic loads of page fields (head, seqlock reads), reads the
-// ring's own plain fields, or hands out chunks of `[tail, seen_head)`, which nobody writes while `&self`
-// lives (moving the tail needs `&mut self`).
+// ring's own plain fields, or hands out chunks of `[published tail, seen_head)`, which nobody writes while
+// `&self` lives (publishing the tail needs `&mut self`).
 unsafe impl<A: Area> Sync for Ring<A> {}
 
 impl<A: Area> fmt::Debug for Ring<A> {
@@ -192,7 +194,7 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::BadRingSize`] if `size` is not a power of two of at least 8 bytes that fits in `usize`.
+    /// [`ErrorKind::BadRingSize`] if `size` is not a power of two of at least 8 bytes that fits in `usize`.
     ///
     /// # Safety
     ///
@@ -231,10 +233,11 @@ impl<A: Area> Ring<A> {
         generation: Option<u64>,
     ) -> Result<Self, Error> {
         if size < HEADER || !size.is_power_of_two() || usize::try_from(size).is_err() {
-            return Err(Error::BadRingSize {
+            return Err(ErrorKind::BadRingSize {
                 area: A::NAME,
                 size,
-            });
+            }
+            .into());
         }
         let mut ring = Ring {
             page,
@@ -345,7 +348,9 @@ impl<A: Area> Ring<A> {
     /// Refuses to work in a child made by `fork()`: the kernel did not copy the mapping there.
     pub(crate) fn check_process(&self) -> Result<(), Error> {
         match self.generation {
-            Some(g) if fork::forked_since(g) => Err(Error::ForkedChild { area: A::NAME }),
+            Some(g) if fork::forked_since(g) => {
+                Err(ErrorKind::ForkedChild { area: A::NAME }.into())
+            }
             _ => Ok(()),
         }
     }
@@ -354,12 +359,13 @@ impl<A: Area> Ring<A> {
         if self.mode == mode {
             Ok(())
         } else {
-            Err(Error::RingMode {
+            Err(ErrorKind::RingMode {
                 area: A::NAME,
                 what,
                 needs: mode.name(),
                 is: self.mode.name(),
-            })
+            }
+            .into())
         }
     }
 
@@ -368,12 +374,13 @@ impl<A: Area> Ring<A> {
         let head = self.head();
         // The producer always leaves at least one byte free (`CIRC_SPACE`), so a full ring is never seen.
         if head.wrapping_sub(self.tail) >= self.size {
-            return Err(Error::RingHeadOutOfRange {
+            return Err(ErrorKind::RingHeadOutOfRange {
                 area: A::NAME,
                 head,
                 tail: self.tail,
                 size: self.size,
-            });
+            }
+            .into());
         }
         self.seen_head = head;
         Ok(head)
@@ -403,10 +410,10 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on an overwrite ring (use [`Ring::copy_backward`] or
-    /// [`Ring::copy_aux_snapshot`]); [`Error::RingHeadOutOfRange`] if the head is a whole ring or more
+    /// [`ErrorKind::RingMode`] on an overwrite ring (use [`Ring::copy_backward`] or
+    /// [`Ring::copy_aux_snapshot`]); [`ErrorKind::RingHeadOutOfRange`] if the head is a whole ring or more
     /// ahead of the tail (the producer always leaves a byte free, so that is corruption);
-    /// [`Error::ForkedChild`] in a child made by `fork()`.
+    /// [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub fn batch(&mut self) -> Result<Batch<'_, A>, Error> {
         self.require(RingMode::Normal, "a forward read")?;
         self.check_process()?;
@@ -424,7 +431,7 @@ impl<A: Area> Ring<A> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingMode`] on an overwrite ring; [`Error::ForkedChild`] in a child made by `fork()`.
+    /// [`ErrorKind::RingMode`] on an overwrite ring; [`ErrorKind::ForkedChild`] in a child made by `fork()`.
     pub fn discard_pending(&mut self) -> Result<u64, Error> {
         self.require(RingMode::Normal, "discarding")?;
         self.check_process()?;
@@ -441,6 +448,7 @@ impl<A: Area> Ring<A> {
     ///
     /// An aligned header never straddles the end (the size is a power of two of at least 8), so it is read
     /// in place: this is the hot path of every record walk.
+    #[inline(always)]
     fn header_size(&self, pos: u64) -> u16 {
         let off = pos & (self.size - 1);
         if off + HEADER > self.size {
@@ -461,19 +469,21 @@ impl<A: Area> Ring<A> {
         };
         let len = u64::from(size);
         if len < HEADER || len & (HEADER - 1) != 0 || len > available {
-            return Err(Error::RingCorruptRecord {
+            return Err(ErrorKind::RingCorruptRecord {
                 position: pos,
                 size,
                 available,
-            });
+            }
+            .into());
         }
         Ok(len)
     }
 
     /// The `len` bytes at free-running position `pos`, as one or two slices. `len <= size`.
     ///
-    /// Only for bytes of a normal ring in `[tail, seen_head)`, which the producer does not write until the
-    /// tail passes them.
+    /// Only for bytes of a normal ring in `[published tail, seen_head)` (records consumed and not given
+    /// back yet, or not consumed yet), which the producer does not write until a published tail passes them.
+    #[inline]
     pub(crate) fn chunk(&self, pos: u64, len: u64) -> Chunk<'_> {
         let mask = self.size - 1;
         let len = len.min(self.size);
@@ -484,9 +494,9 @@ impl<A: Area> Ring<A> {
         let (off, first, second) = (off as usize, first as usize, (len - first) as usize);
         let base = self.data.as_ptr();
         // SAFETY: `[off, off + first)` and `[0, second)` lie in the `size`-byte area (above). Callers only ask
-        // for bytes of a normal ring in `[tail, seen_head)`: complete (below a head loaded with Acquire) and
-        // not written by the producer until a tail past them is published, which needs `&mut self`, so not
-        // while the returned borrow of `self` lives.
+        // for bytes of a normal ring in `[published tail, seen_head)`: complete (below a head loaded with
+        // Acquire) and not written by the producer until a tail past them is published, which needs
+        // `&mut self`, so not while the returned borrow of `self` lives.
         unsafe {
             Chunk::new(
                 std::slice::from_raw_parts(base.add(off), first),
@@ -500,6 +510,7 @@ impl Ring<Data> {
     /// Finds the next record: `(position, length)`, `None` when the ring is empty. Loads the head only when
     /// the records below the head seen last are used up, publishing the tail first; publishes a quarter
     /// ring's worth of consumed bytes on the way. Does not consume.
+    #[inline(never)]
     fn take_record(&mut self) -> Result<Option<(u64, u64)>, Error> {
         self.require(RingMode::Normal, "a forward read")?;
         self.check_process()?;
@@ -529,14 +540,84 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingCorruptRecord`] for an impossible header (the tail stays before it; see
+    /// [`ErrorKind::RingCorruptRecord`] for an impossible header (the tail stays before it; see
     /// [`discard_pending`](Ring::discard_pending)), and as [`batch`](Ring::batch).
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {
-        let Some((pos, len)) = self.take_record()? else {
-            return Ok(None);
+        let (pos, len) = match self.seen_record() {
+            Some(span) => span,
+            None => match self.take_record()? {
+                Some(span) => span,
+                None => return Ok(None),
+            },
         };
         self.tail = pos.wrapping_add(len);
         Ok(Some(self.chunk(pos, len)))
+    }
+
+    /// Consumes the next record like [`next_record`](Ring::next_record), but returns where it lies instead
+    /// of borrowing the ring: read its bytes with [`consumed`](Ring::consumed) until the tail is published.
+    /// For a consumer that must decide what to do with the ring (give it back, say) after finding it empty,
+    /// which a borrow of the ring would forbid. The tail is published as for `next_record`.
+    ///
+    /// # Errors
+    ///
+    /// As [`next_record`](Ring::next_record).
+    #[inline]
+    pub fn next_span(&mut self) -> Result<Option<RecordSpan>, Error> {
+        let (pos, len) = match self.seen_record() {
+            Some(span) => span,
+            None => match self.take_record()? {
+                Some(span) => span,
+                None => return Ok(None),
+            },
+        };
+        self.tail = pos.wrapping_add(len);
+        // A record's length is at least the 8-byte header (checked by both paths above).
+        Ok(NonZeroU64::new(len).map(|len| RecordSpan { pos, len }))
+    }
+
+    /// The bytes of a record this ring has consumed and not yet given back: `span` from
+    /// [`next_span`](Ring::next_span). `None` when the span is not (or no longer) in the consumed,
+    /// unpublished part of this ring, `[published tail, tail)`: those bytes are below the head and the
+    /// producer does not write them until a tail past them is published, which needs `&mut self`.
+    #[inline]
+    pub fn consumed(&self, span: RecordSpan) -> Option<Chunk<'_>> {
+        let (pos, len) = (span.pos, span.len.get());
+        let window = self.tail.wrapping_sub(self.published);
+        if self.mode != RingMode::Normal
+            || pos.wrapping_sub(self.published) > window
+            || len > self.tail.wrapping_sub(pos)
+        {
+            return None;
+        }
+        Some(self.chunk(pos, len))
+    }
+
+    /// The hot path of [`next_record`](Ring::next_record): the next record when it lies below the head
+    /// loaded last and no publication is due, so neither the head nor the tail field is touched. `None`
+    /// sends the caller to [`take_record`](Ring::take_record), which does every check (mode, process,
+    /// head, header) and says why.
+    ///
+    /// It needs no fork check of its own: in a child made by `fork()` the area is a zeroed placeholder
+    /// (see [`fork`]), whose header size 0 fails the check below, and nothing is published from here.
+    #[inline(always)]
+    fn seen_record(&self) -> Option<(u64, u64)> {
+        let pos = self.tail;
+        let available = self.seen_head.wrapping_sub(pos);
+        if self.mode != RingMode::Normal
+            || available < HEADER
+            || available >= self.size
+            || pos.wrapping_sub(self.published) >= self.size / 4
+            || pos & (HEADER - 1) != 0
+        {
+            return None;
+        }
+        let len = u64::from(self.header_size(pos));
+        if len < HEADER || len & (HEADER - 1) != 0 || len > available {
+            return None;
+        }
+        Some((pos, len))
     }
 
     /// Consumes one record: calls `f` with its bytes, then publishes the tail past it (also when `f`
@@ -558,6 +639,30 @@ impl Ring<Data> {
             end: pos.wrapping_add(len),
         };
         Ok(Some(f(advance.ring.chunk(pos, len))))
+    }
+}
+
+/// Where a record consumed by [`Ring::next_span`] lies: its free-running position and its length (header
+/// included). Only its ring reads it back ([`Ring::consumed`]), and only until the tail is published.
+///
+/// Two words, so that an `Option<RecordSpan>` is returned in registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordSpan {
+    pos: u64,
+    /// At least the 8-byte header.
+    len: NonZeroU64,
+}
+
+impl RecordSpan {
+    /// The record's free-running position in its ring.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// The record's length in bytes, header included (at least 8).
+    #[allow(clippy::len_without_is_empty)] // a record is never empty
+    pub fn len(&self) -> u64 {
+        self.len.get()
     }
 }
 
@@ -636,7 +741,7 @@ impl Batch<'_, Data> {
     ///
     /// # Errors
     ///
-    /// [`Error::RingCorruptRecord`] when the header's size is under 8, not a multiple of 8, or runs past the
+    /// [`ErrorKind::RingCorruptRecord`] when the header's size is under 8, not a multiple of 8, or runs past the
     /// head (also when fewer than 8 bytes are left). The batch then stays at the bad record; see
     /// [`Ring::discard_pending`].
     pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {

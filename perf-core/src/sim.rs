@@ -62,6 +62,7 @@ use perf_sys::{
 use crate::page::PageSnapshot;
 use crate::ring::{Area, Aux, Data, Owner, Producer, Ring, RingMode};
 use crate::Error;
+use crate::ErrorKind;
 
 /// Size of the simulated mmap page (and so `data_offset`).
 pub const SIM_PAGE_SIZE: u64 = 4096;
@@ -111,11 +112,11 @@ struct Block {
 
 impl Block {
     fn new(size: u64) -> Result<Block, Error> {
-        let size = usize::try_from(size).map_err(|_| Error::Sim("region too large"))?;
+        let size = usize::try_from(size).map_err(|_| ErrorKind::Sim("region too large"))?;
         let layout = Layout::from_size_align(size, SIM_PAGE_SIZE as usize)
-            .map_err(|_| Error::Sim("region too large"))?;
+            .map_err(|_| ErrorKind::Sim("region too large"))?;
         if layout.size() == 0 {
-            return Err(Error::Sim("empty region"));
+            return Err(ErrorKind::Sim("empty region").into());
         }
         // SAFETY: the layout has a non-zero size (checked above).
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
@@ -246,9 +247,9 @@ impl SimShared {
         let start = Instant::now();
         while self.finished.load(Ordering::SeqCst) < begun {
             if start.elapsed() > limit {
-                return Err(Error::Sim(
-                    "a simulated write in progress did not finish in time",
-                ));
+                return Err(
+                    ErrorKind::Sim("a simulated write in progress did not finish in time").into(),
+                );
             }
             std::thread::yield_now();
         }
@@ -325,29 +326,31 @@ impl Sim {
     ///
     /// # Errors
     ///
-    /// [`Error::BadRingSize`] if a size is not a power of two (or the data area is under 8 bytes);
-    /// [`Error::Sim`] if the sample_id trailer makes a LOST record too large.
+    /// [`ErrorKind::BadRingSize`] if a size is not a power of two (or the data area is under 8 bytes);
+    /// [`ErrorKind::Sim`] if the sample_id trailer makes a LOST record too large.
     pub fn new(config: SimConfig) -> Result<Sim, Error> {
         if config.data_size < 8 || !config.data_size.is_power_of_two() {
-            return Err(Error::BadRingSize {
+            return Err(ErrorKind::BadRingSize {
                 area: Data::NAME,
                 size: config.data_size,
-            });
+            }
+            .into());
         }
         if config.aux_size != 0 && !config.aux_size.is_power_of_two() {
-            return Err(Error::BadRingSize {
+            return Err(ErrorKind::BadRingSize {
                 area: Aux::NAME,
                 size: config.aux_size,
-            });
+            }
+            .into());
         }
         let trailer = pad8(&config.sample_id);
         if trailer.len() > 1024 {
-            return Err(Error::Sim("sample_id trailer longer than 1 KiB"));
+            return Err(ErrorKind::Sim("sample_id trailer longer than 1 KiB").into());
         }
         let main = Block::new(
             SIM_PAGE_SIZE
                 .checked_add(config.data_size)
-                .ok_or(Error::Sim("region too large"))?,
+                .ok_or(ErrorKind::Sim("region too large"))?,
         )?;
         let aux = if config.aux_size != 0 {
             Some((Block::new(config.aux_size)?, config.aux_size))
@@ -531,7 +534,7 @@ impl SimKernel {
         if ring.page_ptr() == self.region.page() && ring.data_ptr() == data {
             Ok(())
         } else {
-            Err(Error::Sim("the ring given is not this region's"))
+            Err(ErrorKind::Sim("the ring given is not this region's").into())
         }
     }
 
@@ -539,7 +542,7 @@ impl SimKernel {
         if self.config.data_mode == mode {
             Ok(())
         } else {
-            Err(Error::Sim(what))
+            Err(ErrorKind::Sim(what).into())
         }
     }
 
@@ -548,7 +551,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] if the region's data ring is an overwrite ring or the record exceeds 64 KiB.
+    /// [`ErrorKind::Sim`] if the region's data ring is an overwrite ring or the record exceeds 64 KiB.
     pub fn output(&mut self, ty: u32, misc: u16, body: &[u8]) -> Result<SimOutput, Error> {
         self.output_nested(ty, misc, body, false)
     }
@@ -640,7 +643,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] for a normal data ring, or a record over 64 KiB or larger than the ring.
+    /// [`ErrorKind::Sim`] for a normal data ring, or a record over 64 KiB or larger than the ring.
     pub fn output_backward(&mut self, ty: u32, misc: u16, body: &[u8]) -> Result<SimOutput, Error> {
         match self.begin_backward(ty, misc, body)? {
             Some(write) => Ok(write.publish()),
@@ -672,7 +675,7 @@ impl SimKernel {
         let record = encode(ty, misc, body)?;
         let size = self.region.data_size;
         if record.len() as u64 > size {
-            return Err(Error::Sim("record larger than the ring"));
+            return Err(ErrorKind::Sim("record larger than the ring").into());
         }
         if !self.region.shared.enter() {
             return Ok(None);
@@ -692,7 +695,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] when the region has no normal AUX area.
+    /// [`ErrorKind::Sim`] when the region has no normal AUX area.
     pub fn aux_output(&mut self, bytes: &[u8]) -> Result<SimAuxOutput, Error> {
         let (base, size) = self.aux_area(RingMode::Normal)?;
         let tail = self
@@ -720,7 +723,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] when the region has no overwrite AUX area.
+    /// [`ErrorKind::Sim`] when the region has no overwrite AUX area.
     pub fn aux_output_overwrite(&mut self, bytes: &[u8]) -> Result<SimAuxOutput, Error> {
         let (base, size) = self.aux_area(RingMode::Overwrite)?;
         let shared = Arc::clone(&self.region.shared);
@@ -751,8 +754,8 @@ impl SimKernel {
     fn aux_area(&self, mode: RingMode) -> Result<(NonNull<u8>, u64), Error> {
         match &self.region.aux {
             Some((block, size)) if self.config.aux_mode == mode => Ok((block.ptr, *size)),
-            Some(_) => Err(Error::Sim("the AUX area is in the other mode")),
-            None => Err(Error::Sim("the region has no AUX area")),
+            Some(_) => Err(ErrorKind::Sim("the AUX area is in the other mode").into()),
+            None => Err(ErrorKind::Sim("the region has no AUX area").into()),
         }
     }
 
@@ -838,7 +841,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] for another region's ring.
+    /// [`ErrorKind::Sim`] for another region's ring.
     pub fn corrupt(&mut self, ring: &mut Ring<Data>, pos: u64, bytes: &[u8]) -> Result<(), Error> {
         self.check_ring(ring, self.region.data())?;
         let size = self.region.data_size;
@@ -853,7 +856,7 @@ impl SimKernel {
     ///
     /// # Errors
     ///
-    /// [`Error::Sim`] for another region's ring.
+    /// [`ErrorKind::Sim`] for another region's ring.
     pub fn set_positions(
         &mut self,
         ring: &mut Ring<Data>,
@@ -901,7 +904,7 @@ impl SimWrite<'_> {
 fn encode(ty: u32, misc: u16, body: &[u8]) -> Result<Vec<u8>, Error> {
     let size = (size_of::<u64>() + body.len()).div_ceil(8) * 8;
     if size as u64 > MAX_RECORD {
-        return Err(Error::Sim("record larger than 64 KiB"));
+        return Err(ErrorKind::Sim("record larger than 64 KiB").into());
     }
     let mut v = Vec::with_capacity(size);
     v.extend_from_slice(&ty.to_ne_bytes());

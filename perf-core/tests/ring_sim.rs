@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use perf_core::sim::{Sim, SimConfig, SimOutput};
-use perf_core::{BackwardCopy, Chunk, Error, Ring, RingMode};
+use perf_core::{BackwardCopy, Chunk, Error, ErrorKind, Ring, RingMode};
 
 const SAMPLE: u32 = 9;
 const LOST: u32 = 2;
@@ -181,8 +181,8 @@ fn corrupt_headers_are_errors_never_panics_or_hangs() {
         check_record(batch.next_record().unwrap().unwrap(), SAMPLE, 1, 0);
         for _ in 0..3 {
             // Sticky: the batch stays at the bad record.
-            match batch.next_record() {
-                Err(Error::RingCorruptRecord {
+            match batch.next_record().map_err(Error::into_kind) {
+                Err(ErrorKind::RingCorruptRecord {
                     position,
                     size,
                     available,
@@ -213,8 +213,8 @@ fn impossible_positions_are_errors() {
     // A head a whole ring ahead: the kernel never gets there (it leaves a byte free).
     kernel.set_positions(&mut ring, 64, 0).unwrap();
     assert!(matches!(
-        ring.batch(),
-        Err(Error::RingHeadOutOfRange {
+        ring.batch().map_err(Error::into_kind),
+        Err(ErrorKind::RingHeadOutOfRange {
             head: 64,
             tail: 0,
             size: 64,
@@ -230,8 +230,8 @@ fn impossible_positions_are_errors() {
     kernel.set_positions(&mut ring, 20, 4).unwrap();
     let mut batch = ring.batch().unwrap();
     assert!(matches!(
-        batch.next_record(),
-        Err(Error::RingCorruptRecord {
+        batch.next_record().map_err(Error::into_kind),
+        Err(ErrorKind::RingCorruptRecord {
             position: 4,
             size: 0,
             ..
@@ -241,8 +241,11 @@ fn impossible_positions_are_errors() {
     // Fewer than 8 bytes published.
     kernel.set_positions(&mut ring, 4, 0).unwrap();
     assert!(matches!(
-        ring.batch().unwrap().next_record(),
-        Err(Error::RingCorruptRecord { .. })
+        ring.batch()
+            .unwrap()
+            .next_record()
+            .map_err(Error::into_kind),
+        Err(ErrorKind::RingCorruptRecord { .. })
     ));
 }
 
@@ -359,7 +362,10 @@ fn an_overwrite_ring_reads_newest_first() {
         mut ring,
         ..
     } = Sim::new(config).unwrap();
-    assert!(matches!(ring.batch(), Err(Error::RingMode { .. })));
+    assert!(matches!(
+        ring.batch().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
     assert!(kernel.output(SAMPLE, 0, &[]).is_err());
     // Not wrapped yet: exactly the records written, newest first.
     for seq in 0..5 {
@@ -456,8 +462,8 @@ fn an_overwrite_ring_stops_at_zero_headers_and_reports_bad_ones() {
     let items: Vec<_> = copy.records().collect();
     assert_eq!(items.len(), 1);
     assert!(matches!(
-        items[0],
-        Err(Error::RingCorruptRecord { size: 12, .. })
+        items[0].as_ref().map_err(Error::kind),
+        Err(ErrorKind::RingCorruptRecord { size: 12, .. })
     ));
 }
 
@@ -752,18 +758,18 @@ fn rings_are_send_and_sync() {
 #[test]
 fn bad_sizes_are_rejected() {
     assert!(matches!(
-        Sim::new(SimConfig::new(100)),
-        Err(Error::BadRingSize { .. })
+        Sim::new(SimConfig::new(100)).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { .. })
     ));
     assert!(matches!(
-        Sim::new(SimConfig::new(4)),
-        Err(Error::BadRingSize { .. })
+        Sim::new(SimConfig::new(4)).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { .. })
     ));
     let mut c = SimConfig::new(64);
     c.aux_size = 3;
     assert!(matches!(
-        Sim::new(c),
-        Err(Error::BadRingSize { area: "aux", .. })
+        Sim::new(c).map_err(Error::into_kind),
+        Err(ErrorKind::BadRingSize { area: "aux", .. })
     ));
     let Sim { mut kernel, .. } = Sim::new(SimConfig::new(64)).unwrap();
     assert!(kernel.output(SAMPLE, 0, &vec![0; 70_000]).is_err());
@@ -776,12 +782,16 @@ fn the_simulator_refuses_another_regions_ring() {
         ring: mut other, ..
     } = Sim::new(SimConfig::new(64)).unwrap();
     assert!(matches!(
-        kernel.corrupt(&mut other, 0, &[1]),
-        Err(Error::Sim(_))
+        kernel
+            .corrupt(&mut other, 0, &[1])
+            .map_err(Error::into_kind),
+        Err(ErrorKind::Sim(_))
     ));
     assert!(matches!(
-        kernel.set_positions(&mut other, 0, 0),
-        Err(Error::Sim(_))
+        kernel
+            .set_positions(&mut other, 0, 0)
+            .map_err(Error::into_kind),
+        Err(ErrorKind::Sim(_))
     ));
 }
 
@@ -897,6 +907,70 @@ fn next_record_publishes_lazily_and_never_past_a_live_record() {
     check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 7, 8);
     drop(ring);
     assert_eq!(kernel.published_tail(), 192);
+}
+
+#[test]
+fn next_span_consumes_like_next_record_and_its_bytes_last_until_the_tail_is_published() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    let Sim {
+        kernel: mut other_kernel,
+        ring: mut other,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    for seq in 0..3 {
+        kernel.output(SAMPLE, 0, &body(seq, 8)).unwrap(); // 24 bytes each
+        other_kernel.output(SAMPLE, 0, &body(seq, 8)).unwrap();
+    }
+    let a = ring.next_span().unwrap().unwrap();
+    let b = ring.next_span().unwrap().unwrap();
+    assert_eq!(
+        (a.position(), a.len(), b.position(), b.len()),
+        (0, 24, 24, 24)
+    );
+    check_record(ring.consumed(a).unwrap(), SAMPLE, 0, 8);
+    check_record(ring.consumed(b).unwrap(), SAMPLE, 1, 8);
+    assert_eq!(kernel.published_tail(), 0, "consumed, not given back");
+    // The walk goes on where the spans left it, whichever form reads next.
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 2, 8);
+    // Once published, the bytes are the producer's again: a span no longer reads them.
+    ring.commit();
+    assert_eq!(kernel.published_tail(), 72);
+    assert!(ring.consumed(a).is_none());
+    assert!(ring.consumed(b).is_none());
+    // A span only reads what its ring consumed and has not given back.
+    let c = other.next_span().unwrap().unwrap();
+    assert!(other.consumed(b).is_none(), "not consumed there yet");
+    check_record(other.consumed(c).unwrap(), SAMPLE, 0, 8);
+    assert!(ring.next_span().unwrap().is_none());
+}
+
+#[test]
+fn the_fast_path_never_reads_an_overwrite_ring_forward() {
+    let mut config = SimConfig::new(256);
+    config.data_mode = RingMode::Overwrite;
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(config).unwrap();
+    for seq in 0..4 {
+        kernel.output_backward(SAMPLE, 0, &body(seq, 8)).unwrap();
+    }
+    // A copy moves the ring's position (the head it saw); forward reads stay refused.
+    let mut copy = BackwardCopy::new();
+    ring.copy_backward(&mut copy).unwrap();
+    assert!(matches!(
+        ring.next_record().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
+    assert!(matches!(
+        ring.next_span().map_err(Error::into_kind),
+        Err(ErrorKind::RingMode { .. })
+    ));
 }
 
 #[test]

@@ -4,7 +4,7 @@ mod common;
 
 use common::make::{self as gen, Gen, KNOWN_FORMAT_BITS, KNOWN_SAMPLE_BITS};
 use perf_core::record::*;
-use perf_core::{Chunk, Error};
+use perf_core::{Chunk, Error, ErrorKind};
 use perf_sys::*;
 use proptest::prelude::*;
 
@@ -269,8 +269,8 @@ fn truncation_and_inconsistency_are_errors() {
     let (raw, _) = RawRecord::from_chunk(Chunk::contiguous(&bad)).unwrap();
     assert_view_agrees(&raw, &cfg);
     assert!(matches!(
-        raw.parse(&cfg),
-        Err(Error::Truncated {
+        raw.parse(&cfg).map_err(Error::into_kind),
+        Err(ErrorKind::Truncated {
             record: "SAMPLE",
             field: "callchain.ips",
             ..
@@ -280,12 +280,13 @@ fn truncation_and_inconsistency_are_errors() {
     let mut short = bytes.clone();
     short[6..8].copy_from_slice(&4u16.to_ne_bytes());
     assert!(matches!(
-        RawRecord::from_chunk(Chunk::contiguous(&short)),
-        Err(Error::RecordTooShort { size: 4 })
+        RawRecord::from_chunk(Chunk::contiguous(&short)).map_err(Error::into_kind),
+        Err(ErrorKind::RecordTooShort { size: 4 })
     ));
     assert!(matches!(
-        RawRecord::from_chunk(Chunk::contiguous(&bytes[..bytes.len() - 8])),
-        Err(Error::RecordOverrun { .. })
+        RawRecord::from_chunk(Chunk::contiguous(&bytes[..bytes.len() - 8]))
+            .map_err(Error::into_kind),
+        Err(ErrorKind::RecordOverrun { .. })
     ));
     // Parsing with the wrong layout: extra bytes are reported.
     let narrower = ParseConfig::new(ParseFields {
@@ -296,8 +297,8 @@ fn truncation_and_inconsistency_are_errors() {
     assert_view_agrees(&raw, &narrower);
     assert_view_agrees(&raw, &future_layout());
     assert!(matches!(
-        raw.parse(&narrower),
-        Err(Error::TrailingBytes {
+        raw.parse(&narrower).map_err(Error::into_kind),
+        Err(ErrorKind::TrailingBytes {
             record: "SAMPLE",
             ..
         })
@@ -305,8 +306,8 @@ fn truncation_and_inconsistency_are_errors() {
     // A layout with bits this parser does not know.
     let future = future_layout();
     assert!(matches!(
-        raw.parse(&future),
-        Err(Error::UnknownLayout { .. })
+        raw.parse(&future).map_err(Error::into_kind),
+        Err(ErrorKind::UnknownLayout { .. })
     ));
     // A non-sample record shorter than its trailer.
     let comm = Record::Comm(Comm {
@@ -329,8 +330,10 @@ fn truncation_and_inconsistency_are_errors() {
     // Encoding a record that does not fit the layout is an error and leaves the buffer as it was.
     let mut out = vec![1, 2, 3];
     assert!(matches!(
-        Record::Sample(Sample::default()).encode(&cfg, &mut out),
-        Err(Error::Encode { .. })
+        Record::Sample(Sample::default())
+            .encode(&cfg, &mut out)
+            .map_err(Error::into_kind),
+        Err(ErrorKind::Encode { .. })
     ));
     assert_eq!(out, [1, 2, 3]);
 }

@@ -15,6 +15,7 @@ use perf_sys::*;
 
 use super::header::FileSection;
 use super::wire::Reader;
+use crate::ErrorKind;
 use crate::{Error, ParseConfig};
 
 /// The attr sizes the kernel has defined (`PERF_ATTR_SIZE_VER0..`), smallest first.
@@ -159,12 +160,12 @@ pub(crate) fn read_attr(r: &mut Reader<'_>, size: usize) -> Result<perf_event_at
     let bytes = r.take(size, "perf_event_attr")?;
     if let Some(tail) = bytes.get(ATTR_MAX..) {
         if tail.iter().any(|&b| b != 0) {
-            return Err(Error::PerfDataFormat {
+            return Err(ErrorKind::PerfDataFormat {
                 reason: format!(
                     "an attr of {size} bytes has non-zero fields past the {ATTR_MAX} bytes this reader knows"
                 ),
                 offset: at,
-            });
+            }.into());
         }
     }
     Ok(attr_from_bytes(bytes))
@@ -181,13 +182,14 @@ pub(crate) fn parse_attrs(
         return Ok(Vec::new());
     }
     if entry_size <= 16 || !section.size.is_multiple_of(entry_size) {
-        return Err(Error::PerfDataFormat {
+        return Err(ErrorKind::PerfDataFormat {
             reason: format!(
                 "the attrs section's {} bytes are not a whole number of {entry_size}-byte entries",
                 section.size
             ),
             offset: section.offset,
-        });
+        }
+        .into());
     }
     let entry = entry_size as usize;
     let mut out = Vec::new();
@@ -217,13 +219,14 @@ pub(crate) fn parse_attrs(
         };
         let ids_bytes = ids_section.slice(file, "ids")?;
         if !ids_section.size.is_multiple_of(8) {
-            return Err(Error::PerfDataFormat {
+            return Err(ErrorKind::PerfDataFormat {
                 reason: format!(
                     "attr {i}'s ids section is {} bytes, not a multiple of 8",
                     ids_section.size
                 ),
                 offset: ids_section.offset,
-            });
+            }
+            .into());
         }
         let ids = ids_bytes
             .chunks_exact(8)

@@ -3,6 +3,7 @@
 use super::features::Feature;
 use super::wire::Reader;
 use crate::Error;
+use crate::ErrorKind;
 
 /// The magic number at the start of a perf.data file, `"PERFILE2"` read as a native-endian `u64`
 /// (perf's `__perf_magic2`). A file from a machine of the other byte order reads as the byte-swapped value.
@@ -29,13 +30,16 @@ impl FileSection {
             let end = start.checked_add(usize::try_from(self.size).ok()?)?;
             file.get(start..end)
         });
-        range.ok_or_else(|| Error::PerfDataFormat {
-            reason: format!(
-                "the {what} section ({} bytes) runs past the end of the {}-byte file",
-                self.size,
-                file.len()
-            ),
-            offset: self.offset,
+        range.ok_or_else(|| {
+            ErrorKind::PerfDataFormat {
+                reason: format!(
+                    "the {what} section ({} bytes) runs past the end of the {}-byte file",
+                    self.size,
+                    file.len()
+                ),
+                offset: self.offset,
+            }
+            .into()
         })
     }
 
@@ -96,7 +100,7 @@ impl FileHeader {
     /// The header of the perf.data file in `bytes`.
     ///
     /// # Errors
-    /// [`Error::PerfDataFormat`] when the magic is not `PERFILE2` in this machine's byte order, the file is
+    /// [`ErrorKind::PerfDataFormat`] when the magic is not `PERFILE2` in this machine's byte order, the file is
     /// a pipe-mode stream (`perf record -o -`), or the header is shorter than 104 bytes.
     pub fn parse(bytes: &[u8]) -> Result<Self, Error> {
         let mut r = Reader::new(bytes, 0);
@@ -108,12 +112,13 @@ impl FileHeader {
         }
         if magic != PERF_MAGIC {
             let found = String::from_utf8_lossy(&magic.to_le_bytes()).into_owned();
-            return Err(Error::PerfDataFormat {
+            return Err(ErrorKind::PerfDataFormat {
                 reason: format!(
                     "magic is {found:?}, not \"PERFILE2\" (an old PERFFILE or another format)"
                 ),
                 offset: 0,
-            });
+            }
+            .into());
         }
         let size = r.u64("file header size")?;
         if size == 16 {

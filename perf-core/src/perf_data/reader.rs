@@ -41,7 +41,7 @@ impl<'f> PerfData<'f> {
     /// [`records`](Self::records).
     ///
     /// # Errors
-    /// [`Error::PerfDataFormat`] when the bytes are not a perf.data file in this machine's byte order, a
+    /// [`ErrorKind::PerfDataFormat`](crate::ErrorKind::PerfDataFormat) when the bytes are not a perf.data file in this machine's byte order, a
     /// section lies outside the file, an attr has non-zero fields newer than this crate, or a known feature
     /// section is malformed.
     pub fn parse(bytes: &'f [u8]) -> Result<Self, Error> {

@@ -1,6 +1,7 @@
 //! Bounds-checked reads from a perf.data file's bytes, and the string encoding its feature sections use.
 
 use crate::Error;
+use crate::ErrorKind;
 
 /// Names and strings in feature sections are padded to this many bytes (perf's `NAME_ALIGN`).
 pub(crate) const NAME_ALIGN: usize = 64;
@@ -33,10 +34,11 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn error(&self, reason: impl Into<String>) -> Error {
-        Error::PerfDataFormat {
+        ErrorKind::PerfDataFormat {
             reason: reason.into(),
             offset: self.offset(),
         }
+        .into()
     }
 
     pub(crate) fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Error> {

@@ -10,6 +10,7 @@ use super::attrs::{attr_to_bytes, EventAttr};
 use super::data::{EventMap, PERF_RECORD_FINISHED_ROUND};
 use super::features::{Features, SampleTime};
 use super::header::{FileHeader, FileSection, FILE_HEADER_SIZE};
+use crate::ErrorKind;
 use crate::{Chunk, Error, RawRecord, Record};
 
 /// Writes a perf.data file that `perf report` and `perf script` open: header, events with their ids, the
@@ -75,14 +76,14 @@ impl<W: Write + Seek> std::fmt::Debug for PerfDataWriter<W> {
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::PerfDataIo { what, source }
+    move |source| ErrorKind::PerfDataIo { what, source }.into()
 }
 
 impl PerfDataWriter<BufWriter<File>> {
     /// Creates (or truncates) the file at `path` and starts writing it.
     ///
     /// # Errors
-    /// [`Error::PerfDataIo`] when the file cannot be created or written; as [`new`](Self::new) otherwise.
+    /// [`ErrorKind::PerfDataIo`] when the file cannot be created or written; as [`new`](Self::new) otherwise.
     pub fn create(path: impl AsRef<Path>, events: Vec<EventAttr>) -> Result<Self, Error> {
         let file = File::create(path).map_err(io("creating the file"))?;
         PerfDataWriter::new(BufWriter::with_capacity(1 << 16, file), events)
@@ -94,9 +95,9 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// the events' ids and attrs, and positions the data section after them.
     ///
     /// # Errors
-    /// [`Error::PerfDataWrite`] when there are no events, an id belongs to two events, or there are several
+    /// [`ErrorKind::PerfDataWrite`] when there are no events, an id belongs to two events, or there are several
     /// events and one lacks `PERF_SAMPLE_ID`/`PERF_SAMPLE_IDENTIFIER` or disagrees with the first on where
-    /// records carry the id (perf could not tell their records apart); [`Error::PerfDataIo`] when writing fails.
+    /// records carry the id (perf could not tell their records apart); [`ErrorKind::PerfDataIo`] when writing fails.
     pub fn new(mut out: W, events: Vec<EventAttr>) -> Result<Self, Error> {
         check_events(&events)?;
         let attr_size = events
@@ -182,15 +183,18 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// Encodes `record` with the layout of event `event` (an index into the events) and appends it.
     ///
     /// # Errors
-    /// [`Error::PerfDataWrite`] when `event` is out of range; [`Error::Encode`] when the record does not fit
-    /// the event's layout; [`Error::PerfDataIo`] when writing fails.
+    /// [`ErrorKind::PerfDataWrite`] when `event` is out of range; [`ErrorKind::Encode`] when the record does not fit
+    /// the event's layout; [`ErrorKind::PerfDataIo`] when writing fails.
     pub fn write_record(&mut self, event: usize, record: &Record<'_>) -> Result<(), Error> {
-        let cfg = self.map.config(event).ok_or_else(|| Error::PerfDataWrite {
-            reason: format!(
-                "event index {event} is out of range: the file has {} events",
-                self.events.len()
-            ),
-        })?;
+        let cfg = self
+            .map
+            .config(event)
+            .ok_or_else(|| ErrorKind::PerfDataWrite {
+                reason: format!(
+                    "event index {event} is out of range: the file has {} events",
+                    self.events.len()
+                ),
+            })?;
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         let r = record.encode(&cfg, &mut buf).and_then(|_| {
@@ -205,10 +209,10 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// Appends a record exactly as the kernel (or a ring) gave it: header and body, no re-encoding.
     ///
     /// # Errors
-    /// [`Error::PerfDataIo`] when writing fails.
+    /// [`ErrorKind::PerfDataIo`] when writing fails.
     pub fn write_raw(&mut self, record: &RawRecord<'_>) -> Result<(), Error> {
         let data = record.data();
-        let size = u16::try_from(record.size()).map_err(|_| Error::PerfDataWrite {
+        let size = u16::try_from(record.size()).map_err(|_| ErrorKind::PerfDataWrite {
             reason: format!(
                 "a record of {} bytes does not fit a record header",
                 record.size()
@@ -229,7 +233,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// be sorted and processed by perf.
     ///
     /// # Errors
-    /// [`Error::PerfDataIo`] when writing fails.
+    /// [`ErrorKind::PerfDataIo`] when writing fails.
     pub fn finish_round(&mut self) -> Result<(), Error> {
         let mut head = [0u8; 8];
         head[..4].copy_from_slice(&PERF_RECORD_FINISHED_ROUND.to_ne_bytes());
@@ -269,7 +273,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// the output.
     ///
     /// # Errors
-    /// [`Error::PerfDataIo`] when writing, seeking or flushing fails.
+    /// [`ErrorKind::PerfDataIo`] when writing, seeking or flushing fails.
     pub fn finish(mut self, features: &Features) -> Result<W, Error> {
         let mut features = features.clone();
         if features.sample_time.is_none() {
@@ -312,7 +316,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
 }
 
 fn check_events(events: &[EventAttr]) -> Result<(), Error> {
-    let bad = |reason: String| Err(Error::PerfDataWrite { reason });
+    let bad = |reason: String| Err(ErrorKind::PerfDataWrite { reason }.into());
     let Some(first) = events.first() else {
         return bad("a perf.data file needs at least one event".into());
     };

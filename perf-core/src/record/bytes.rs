@@ -33,6 +33,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// The bytes as a [`Chunk`] (one slice when owned or not wrapped, two when borrowed across the seam).
+    #[inline]
     pub fn chunk(&self) -> Chunk<'_> {
         match &self.0 {
             BytesRepr::Borrowed(c) => *c,
@@ -41,6 +42,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         match &self.0 {
             BytesRepr::Borrowed(c) => c.len(),
@@ -49,11 +51,13 @@ impl<'a> Bytes<'a> {
     }
 
     /// Whether there are no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes as one slice, unless they are borrowed across the ring's seam.
+    #[inline]
     pub fn as_contiguous(&self) -> Option<&[u8]> {
         match &self.0 {
             BytesRepr::Borrowed(c) => c.as_contiguous(),
@@ -62,6 +66,7 @@ impl<'a> Bytes<'a> {
     }
 
     /// The bytes, copied into a new vector.
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u8> {
         self.chunk().to_vec()
     }
@@ -155,6 +160,7 @@ impl<'a> U64s<'a> {
     }
 
     /// Number of words.
+    #[inline]
     pub fn len(&self) -> usize {
         match &self.0 {
             WordsRepr::Bytes(c) => c.len() / 8,
@@ -163,6 +169,7 @@ impl<'a> U64s<'a> {
     }
 
     /// Whether there are no words.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -208,9 +215,20 @@ impl<'a> U64s<'a> {
         }
     }
 
-    /// The words, copied into a new vector.
+    /// The words, copied into a new vector (one allocation of the exact size).
+    #[inline(always)]
     pub fn to_vec(&self) -> Vec<u64> {
-        self.iter().collect()
+        match &self.0 {
+            WordsRepr::Bytes(c) => match c.as_contiguous() {
+                Some(bytes) => words_of(bytes),
+                None => {
+                    let mut v = Vec::with_capacity(self.len());
+                    v.extend(self.iter());
+                    v
+                }
+            },
+            WordsRepr::Words(w) => w.to_vec(),
+        }
     }
 
     /// An owned copy that no longer borrows the ring.
@@ -260,6 +278,21 @@ impl<'b> IntoIterator for &'b U64s<'_> {
     fn into_iter(self) -> U64sIter<'b> {
         self.iter()
     }
+}
+
+/// The whole words of `bytes`, native-endian: one allocation and one copy.
+#[inline(always)]
+fn words_of(bytes: &[u8]) -> Vec<u64> {
+    let n = bytes.len() / 8;
+    let mut v: Vec<u64> = Vec::with_capacity(n);
+    // SAFETY: the vector has room for `n` words, i.e. `n * 8` bytes, and `bytes` holds at least that many;
+    // a fresh allocation does not overlap `bytes`; every bit pattern is a valid `u64` (native-endian, as
+    // `u64::from_ne_bytes` reads it), so the first `n` elements are initialised before `set_len`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), n * 8);
+        v.set_len(n);
+    }
+    v
 }
 
 /// Iterator over the words of a [`U64s`].

@@ -1,5 +1,6 @@
-//! A bounds-checked reader over a record body; a miss becomes an [`Error::Truncated`].
+//! A bounds-checked reader over a record body; a miss becomes an [`ErrorKind::Truncated`].
 
+use crate::ErrorKind;
 use crate::{Chunk, Error};
 
 /// A field that did not fit; the [`Cursor`] keeps the details until [`Cursor::error`] builds the public
@@ -46,20 +47,23 @@ impl<'a> Cursor<'a> {
     #[cold]
     pub(crate) fn error(&self) -> Error {
         match self.failed {
-            Some(Failure::Trailing(extra)) => Error::TrailingBytes {
+            Some(Failure::Trailing(extra)) => ErrorKind::TrailingBytes {
                 record: self.record,
                 extra,
-            },
-            Some(Failure::Truncated(field)) => Error::Truncated {
+            }
+            .into(),
+            Some(Failure::Truncated(field)) => ErrorKind::Truncated {
                 record: self.record,
                 field,
                 len: self.data.len(),
-            },
-            None => Error::Truncated {
+            }
+            .into(),
+            None => ErrorKind::Truncated {
                 record: self.record,
                 field: "?",
                 len: self.data.len(),
-            },
+            }
+            .into(),
         }
     }
 

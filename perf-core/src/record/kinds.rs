@@ -6,6 +6,7 @@ use super::bytes::{Bytes, U64s};
 use super::cursor::{Cursor, Parsed};
 use super::sample::{parse_sample, ReadValues, Sample};
 use super::{parse_read, parse_sample_id, Misc, SampleId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 /// A typed record: what [`RawRecord::parse`](crate::RawRecord::parse) returns.
@@ -513,10 +514,11 @@ pub(crate) fn parse_record<'a>(
     let name = super::record_type_name(ty);
     let (sample_id, end) = parse_sample_id(data, cfg, name)?;
     if ty == PERF_RECORD_READ && cfg.read_format() & !super::config::KNOWN_READ_FORMAT != 0 {
-        return Err(Error::UnknownLayout {
+        return Err(ErrorKind::UnknownLayout {
             sample_type: cfg.sample_type(),
             read_format: cfg.read_format(),
-        });
+        }
+        .into());
     }
     let c = &mut Cursor::new(data, end, name);
     let body = |c: &mut Cursor<'a>| -> Parsed<Record<'a>> {

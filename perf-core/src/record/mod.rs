@@ -28,6 +28,7 @@ pub(crate) use sample::parse_read;
 
 use perf_sys::*;
 
+use crate::ErrorKind;
 use crate::{Chunk, Error};
 
 /// The `misc` bits of a record header.
@@ -167,7 +168,7 @@ pub(crate) fn parse_sample_id(
     if len == 0 {
         return Ok((SampleId::default(), data.len()));
     }
-    let start = data.len().checked_sub(len).ok_or(Error::Truncated {
+    let start = data.len().checked_sub(len).ok_or(ErrorKind::Truncated {
         record,
         field: "sample_id",
         len: data.len(),

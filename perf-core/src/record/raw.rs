@@ -6,6 +6,7 @@ use super::config::ABSENT;
 use super::kinds::{parse_record, Record};
 use super::view::{RecordView, SampleView};
 use super::{parse_sample_id, Misc, SampleId, ThreadId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 /// One record as the kernel wrote it: type, misc, and the body after the 8-byte header as a [`Chunk`]
@@ -67,8 +68,8 @@ impl<'a> RawRecord<'a> {
     /// The record that starts at the beginning of `bytes` (header included), and its size in bytes.
     ///
     /// # Errors
-    /// [`Error::RecordOverrun`] when fewer bytes than a header, or than the header's size, are available;
-    /// [`Error::RecordTooShort`] when the header's size is smaller than the header.
+    /// [`ErrorKind::RecordOverrun`] when fewer bytes than a header, or than the header's size, are available;
+    /// [`ErrorKind::RecordTooShort`] when the header's size is smaller than the header.
     #[inline]
     pub fn from_chunk(bytes: Chunk<'a>) -> Result<(Self, usize), Error> {
         match Self::split(bytes) {
@@ -160,7 +161,7 @@ impl<'a> RawRecord<'a> {
     /// The sample_id trailer of a non-sample record (all `None` without `sample_id_all`).
     ///
     /// # Errors
-    /// [`Error::Truncated`] when the body is shorter than the trailer.
+    /// [`ErrorKind::Truncated`] when the body is shorter than the trailer.
     pub fn sample_id(&self, cfg: &ParseConfig) -> Result<SampleId, Error> {
         parse_sample_id(self.data, cfg, super::record_type_name(self.record_type()))
             .map(|(id, _)| id)
@@ -169,8 +170,8 @@ impl<'a> RawRecord<'a> {
     /// The typed record, borrowing the body. Allocates nothing.
     ///
     /// # Errors
-    /// [`Error::Truncated`] or [`Error::TrailingBytes`] when the body does not match the layout `cfg`
-    /// describes; [`Error::UnknownLayout`] for a sample or READ whose config has bits this parser does not know.
+    /// [`ErrorKind::Truncated`] or [`ErrorKind::TrailingBytes`] when the body does not match the layout `cfg`
+    /// describes; [`ErrorKind::UnknownLayout`] for a sample or READ whose config has bits this parser does not know.
     /// An unknown record type is not an error: it parses to [`Record::Unknown`].
     #[inline]
     pub fn parse(&self, cfg: &ParseConfig) -> Result<Record<'a>, Error> {
@@ -190,18 +191,23 @@ impl<'a> RawRecord<'a> {
     where
         'a: 'v,
     {
-        if self.record_type() == PERF_RECORD_SAMPLE {
-            SampleView::new(self.misc(), self.data, cfg).map(RecordView::Sample)
-        } else {
-            self.view_other(cfg)
+        if self.record_type() != PERF_RECORD_SAMPLE {
+            return self.view_other(cfg);
+        }
+        // Straight into the result: no intermediate `Result<SampleView, Error>` to move.
+        match SampleView::try_new(self.misc(), self.data, cfg) {
+            Some(view) => Ok(RecordView::Sample(view)),
+            None => Err(super::view::refusal(self.misc(), self.data, cfg)),
         }
     }
 
     /// The lazy [`SampleView`] of a sample that matches its layout; `None` for any other record, or for a
     /// sample that [`parse`](Self::parse) would refuse. The fastest way to read a few fields of each sample.
     ///
-    /// It returns no error on purpose: a `Result` around the view shares its bytes with [`Error`], which
-    /// keeps the view in memory instead of registers and costs about half the throughput in a walk. Where
+    /// It returns no error on purpose: `view`'s `Result<RecordView, Error>` is as large as a whole
+    /// [`Record`] (its `Other` variant), so it lives in memory and the view is copied in and out of it,
+    /// where this `Option` stays in registers (compare `next_record + sample_view` with
+    /// `next_record + view` in `cargo bench -p perf-core --bench parse`). Where
     /// it gives `None`, [`view`](Self::view) tells the rest: [`RecordView::Other`] for another record type,
     /// or the error that refused the sample. A sample's layout is then checked twice, which only a damaged
     /// sample pays. Allocates nothing.
@@ -263,15 +269,17 @@ impl<'a> RawRecord<'a> {
 #[inline(never)]
 fn header_error(bytes: Chunk<'_>) -> Error {
     match bytes.read_u16(6) {
-        None => Error::RecordOverrun {
+        None => ErrorKind::RecordOverrun {
             size: HEADER,
             available: bytes.len(),
-        },
-        Some(size) if (size as usize) < HEADER => Error::RecordTooShort { size },
-        Some(size) => Error::RecordOverrun {
+        }
+        .into(),
+        Some(size) if (size as usize) < HEADER => ErrorKind::RecordTooShort { size }.into(),
+        Some(size) => ErrorKind::RecordOverrun {
             size: size as usize,
             available: bytes.len(),
-        },
+        }
+        .into(),
     }
 }
 
@@ -279,11 +287,10 @@ fn header_error(bytes: Chunk<'_>) -> Error {
 ///
 /// Yields each record or, once, the error that stopped the walk (a header that is truncated or too short).
 ///
-/// The fastest walk is [`next_record`](Self::next_record) with [`RawRecord::sample_view`] (and
-/// [`RawRecord::view`] for what it leaves): neither returns a `Result`, so the record and the view stay in
-/// registers (over 100 M samples/s on captured records, `cargo bench -p perf-core --bench parse`), where
-/// the iterator's item and `view`'s result are as large as [`Error`] allows and go through memory (about
-/// half that).
+/// The fastest walk is this iterator or [`next_record`](Self::next_record) (the same cost: an item is a
+/// record beside a one-pointer [`Error`]) with [`RawRecord::sample_view`], and [`RawRecord::view`] for
+/// what it leaves: the view then stays in registers, where `view`'s result, as large as a whole
+/// [`Record`](crate::Record), goes through memory (`cargo bench -p perf-core --bench parse`).
 #[derive(Clone, Debug)]
 pub struct Records<'a> {
     rest: Chunk<'a>,
@@ -307,8 +314,8 @@ impl<'a> Records<'a> {
     /// The next record, or `None` at the end of the bytes or at a header that does not fit them, which
     /// [`error`](Self::error) then describes.
     ///
-    /// The same walk as the iterator without a `Result` per record; in a hot loop the compiler keeps
-    /// this one in registers, where the iterator's item (as large as [`Error`]) goes through memory.
+    /// The same walk as the iterator without a `Result` per record (as fast, now that an [`Error`] is
+    /// one pointer).
     ///
     /// ```
     /// use perf_core::{Chunk, Records};

@@ -5,6 +5,7 @@ use perf_sys::*;
 use super::bytes::{Bytes, U64s};
 use super::cursor::{Cursor, Parsed};
 use super::{Misc, ThreadId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 /// A sample: the fields the event's `sample_type` selected, in the kernel's order.
@@ -683,10 +684,11 @@ pub(crate) fn parse_sample<'a>(
     use super::config::{KNOWN_READ_FORMAT, KNOWN_SAMPLE_TYPE};
     let st = cfg.sample_type();
     if st & !KNOWN_SAMPLE_TYPE != 0 || cfg.read_format() & !KNOWN_READ_FORMAT != 0 {
-        return Err(Error::UnknownLayout {
+        return Err(ErrorKind::UnknownLayout {
             sample_type: st,
             read_format: cfg.read_format(),
-        });
+        }
+        .into());
     }
     let c = &mut Cursor::new(data, data.len(), "SAMPLE");
     sample_fields(c, misc, cfg).map_err(|_| c.error())

@@ -19,6 +19,7 @@ use super::sample::{
     Callchain, ReadValues, Regs, Sample, StackUser, Weight,
 };
 use super::{Misc, ThreadId};
+use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
 // Indexes into `SampleView::at`: the fields after the fixed prefix, in the kernel's order.
@@ -152,17 +153,9 @@ pub struct SampleView<'a> {
 }
 
 impl<'a> SampleView<'a> {
-    /// Validates `data` (a sample body) against `cfg` and notes where its fields start.
-    #[inline(always)]
-    pub(crate) fn new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Result<Self, Error> {
-        match Self::try_new(misc, data, cfg) {
-            Some(view) => Ok(view),
-            None => Err(refusal(misc, data, cfg)),
-        }
-    }
-
-    /// [`new`](Self::new) without the error: `None` where `new` fails. Without a `Result` that shares its
-    /// bytes with [`Error`], the view stays in registers in a caller's loop.
+    /// Validates `data` (a sample body) against `cfg` and notes where its fields start; `None` where
+    /// [`RawRecord::parse`](crate::RawRecord::parse) fails (whose error [`refusal`] gives). As an
+    /// `Option`, the view stays in registers in a caller's loop.
     #[inline(always)]
     pub(crate) fn try_new(misc: Misc, data: Chunk<'a>, cfg: &'a ParseConfig) -> Option<Self> {
         let mut seg = [0; SEGMENTS];
@@ -619,14 +612,15 @@ fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Opti
 /// The error for a body the view refused: the one [`parse_sample`] reports, so the two agree.
 #[cold]
 #[inline(never)]
-fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
+pub(crate) fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
     match parse_sample(misc, data, cfg) {
         Err(e) => e,
         // The view and the full parse disagree (a bug): report the body as not matching its layout.
-        Ok(_) => Error::Truncated {
+        Ok(_) => ErrorKind::Truncated {
             record: "SAMPLE",
             field: "?",
             len: data.len(),
-        },
+        }
+        .into(),
     }
 }

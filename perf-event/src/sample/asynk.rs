@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use super::reactor::Waiter;
-use super::record::{Parser, Priv, Record};
+use super::record::{Parser, Priv, RawRecord, Record};
 use super::{CowChunk, CowIter, Iter, Sampler};
 use crate::error::{Error, Result};
 
@@ -56,7 +56,7 @@ impl Wait {
     }
 
     /// Called when the ring was found empty: registers the waker and decides.
-    fn poll(&mut self, cx: &mut Context<'_>, retried: &mut bool) -> Step {
+    fn poll(&mut self, cx: &Context<'_>, retried: &mut bool) -> Step {
         match self.end {
             End::Done => return Step::End,
             End::Draining => {
@@ -98,7 +98,7 @@ impl Wait {
     /// An error that ends the reader is yielded once; the stream ends after it.
     fn poll_with<T>(
         &mut self,
-        cx: &mut Context<'_>,
+        cx: &Context<'_>,
         mut take: impl FnMut() -> Option<Result<T>>,
         ended: impl Fn() -> bool,
     ) -> Poll<Option<Result<T>>> {
@@ -424,6 +424,74 @@ impl<'a> AsyncCowIter<'a> {
         .await
     }
 
+    /// Polls for the next record and lends it until the next call (the form of
+    /// `perf-event-open` 0.7): `Ready(None)` once the iterator has ended, as
+    /// [`poll_next`](Self::poll_next). The record is consumed when it is returned; the tail moves
+    /// as for [`CowIter::lending_next`].
+    pub fn poll_lending_next(&mut self, cx: &Context<'_>) -> Poll<Option<RawRecord<'_>>> {
+        match self.poll_record(cx) {
+            Poll::Ready(true) => Poll::Ready(self.inner.lend()),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next record and lends it until the next call; `None` once the iterator has
+    /// ended. See [`poll_lending_next`](Self::poll_lending_next).
+    ///
+    /// ```no_run
+    /// # use perf_event::config::{Cpu, Opts, Proc, SampleOn, WakeUpOn};
+    /// # use perf_event::count::Counter;
+    /// # use perf_event::event::sw::Software;
+    /// # let mut opts = Opts::default();
+    /// # opts.sample_on = SampleOn::Count(1_000_000);
+    /// # opts.wake_up.on = WakeUpOn::Samples(1);
+    /// # let counter = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &opts)?;
+    /// # let sampler = counter.sampler(4)?;
+    /// let mut iter = sampler.iter().into_cow().into_async()?;
+    /// futures::executor::block_on(async {
+    ///     while let Some(rr) = iter.lending_next().await {
+    ///         println!("{} bytes: {:-?}", rr.as_raw().len(), rr.parse().1);
+    ///     }
+    /// });
+    /// # Ok::<(), perf_event::Error>(())
+    /// ```
+    pub async fn lending_next(&mut self) -> Option<RawRecord<'_>> {
+        // Wait for a record first, then lend it: a future cannot return a borrow of the state its
+        // closure holds, so the waiting and the lending are two steps.
+        if poll_fn(|cx| self.poll_record(cx)).await {
+            self.inner.lend()
+        } else {
+            None
+        }
+    }
+
+    /// Waits until the reader has consumed a record to lend (`true`), or ended.
+    fn poll_record(&mut self, cx: &Context<'_>) -> Poll<bool> {
+        let inner = &mut self.inner;
+        loop {
+            let ended = Cell::new(false);
+            let take = || {
+                let item = if inner.reader().has_record() {
+                    Some(Ok(()))
+                } else {
+                    inner.reader().take_error().map(Err)
+                };
+                ended.set(inner.reader().ended());
+                item
+            };
+            return match self.wait.poll_with(cx, take, || ended.get()) {
+                Poll::Ready(Some(Ok(()))) => Poll::Ready(true),
+                Poll::Ready(Some(Err(e))) => {
+                    self.error = Some(e);
+                    continue;
+                }
+                Poll::Ready(None) => Poll::Ready(false),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+
     /// The error that ended the iterator (`EPOLLERR`), if any; taking it clears it.
     pub fn take_error(&mut self) -> Option<Error> {
         self.error.take()
@@ -449,5 +517,65 @@ impl AsFd for AsyncCowIter<'_> {
     /// The sampler's fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.sampler().as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+
+    use crate::config::{Cpu, Opts, Proc, SampleOn, WakeUpOn};
+    use crate::count::Counter;
+    use crate::event::sw::Software;
+    use crate::sample::record::Record;
+
+    /// The async lending form yields every record of a child's task clock, with its bytes and
+    /// parse, and ends when the child exits.
+    #[test]
+    #[allow(clippy::zombie_processes)] // waited for below; a failed assertion ends the test process
+    fn async_lending_next_lends_records_and_ends_after_the_target_exits() {
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "read x; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        #[allow(clippy::field_reassign_with_default)]
+        // options are set field by field, as in the docs
+        let opts = {
+            let mut opts = Opts::default();
+            opts.sample_on = SampleOn::Count(200_000);
+            opts.sample_format.code_addr = true;
+            opts.wake_up.on = WakeUpOn::Samples(2);
+            opts
+        };
+        let counter = match Counter::new(Software::TaskClock, (Proc(child.id()), Cpu::ALL), &opts) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = child.kill();
+                println!("skipped: cannot sample a child's task clock here ({e})");
+                return;
+            }
+        };
+        let sampler = counter.sampler(6).unwrap();
+        let mut iter = sampler.iter().into_cow().into_async().unwrap();
+        counter.enable().unwrap();
+        drop(child.stdin.take());
+        let (mut samples, mut bytes) = (0u64, 0usize);
+        futures::executor::block_on(async {
+            while let Some(rr) = iter.lending_next().await {
+                bytes += rr.as_raw().as_bytes().len();
+                samples += u64::from(matches!(rr.parse().1, Record::Sample(_)));
+            }
+        });
+        assert!(iter.take_error().is_none());
+        assert!(child.wait().unwrap().success());
+        assert!(samples > 5, "{samples} samples");
+        assert!(
+            bytes >= samples as usize * 16,
+            "{bytes} bytes for {samples} samples"
+        );
     }
 }

@@ -4,7 +4,7 @@
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use perf_core::{Chunk, RingMode};
+use perf_core::{Chunk, RecordSpan, RingMode};
 use perf_sys as sys;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
@@ -32,6 +32,10 @@ pub(crate) struct Reader<'a> {
     pub(crate) sampler: &'a Sampler,
     lease: Option<Lease<'a>>,
     ended: bool,
+    /// Why the last call found no record, when it was an error (taken by the caller).
+    error: Option<Error>,
+    /// The record the lending form consumed last.
+    current: Option<RecordSpan>,
     waiter: Option<Waiter>,
 }
 
@@ -41,6 +45,8 @@ impl<'a> Reader<'a> {
             sampler,
             lease: None,
             ended: false,
+            error: None,
+            current: None,
             waiter: None,
         }
     }
@@ -50,59 +56,154 @@ impl<'a> Reader<'a> {
         self.ended
     }
 
-    /// Ends the reader with `e`, returned once.
-    fn end<T>(&mut self, e: Error) -> Option<Result<T>> {
-        self.ended = true;
-        self.lease = None;
-        Some(Err(e))
+    /// Takes the next record out of the ring (consumed, its bytes readable with [`consumed`]
+    /// until the next call). `None` when the ring is empty (the ring is given back), when the
+    /// reader has ended, or for an error, which [`take_error`](Self::take_error) then gives:
+    /// [`Error::RingBusy`] while another reader holds the ring, a corrupt ring (its pending bytes
+    /// are dropped, and reading goes on), or a terminal error (a forward read of an overwrite
+    /// ring, a fork child), once.
+    ///
+    /// The record comes back as a span, not a borrow of the ring, so that finding the ring empty
+    /// can give it back in the same call; and errors wait in the reader, so that the hot path
+    /// returns two words in registers.
+    ///
+    /// [`consumed`]: Self::consumed
+    #[inline(always)]
+    fn take(&mut self) -> Option<RecordSpan> {
+        if self.lease.is_none() || self.sampler.wanted() {
+            self.acquire()?;
+        }
+        let ring = self.lease.as_mut().and_then(Lease::ring)?;
+        match ring.next_span() {
+            Ok(Some(span)) => Some(span),
+            Ok(None) => {
+                self.lease = None;
+                None
+            }
+            Err(e) => {
+                self.failed(e);
+                None
+            }
+        }
+    }
+
+    /// Forgets the error of the last call (`next`'s form has no error).
+    #[cold]
+    pub(crate) fn clear_error(&mut self) {
+        self.error = None;
+    }
+
+    /// The error that made [`take`](Self::take) return `None`, if one did.
+    #[inline]
+    pub(crate) fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// The bytes of the record [`take`](Self::take) returned last.
+    #[inline(always)]
+    fn consumed(&self, span: RecordSpan) -> Option<Chunk<'_>> {
+        self.lease.as_ref()?.ring_ref()?.consumed(span)
+    }
+
+    /// Makes sure this reader holds the ring: the checks [`take`](Self::take) skips while it does.
+    /// `None` (with the error kept for [`take_error`](Self::take_error)) when it cannot.
+    #[cold]
+    fn acquire(&mut self) -> Option<()> {
+        if self.ended {
+            return None;
+        }
+        let sampler = self.sampler;
+        if sampler.mode() != RingMode::Normal {
+            self.ended = true;
+            self.lease = None;
+            self.error = Some(Error::Ring(
+                perf_core::ErrorKind::RingMode {
+                    area: "data",
+                    what: "a forward read",
+                    needs: "normal",
+                    is: "overwrite (write_backward: read it with Sampler::newest)",
+                }
+                .into(),
+            ));
+            return None;
+        }
+        if self.lease.is_some() && sampler.wanted() {
+            // Another reader found the ring held: give it back (waking it), and let it have a turn.
+            self.lease = None;
+            self.error = Some(Error::RingBusy);
+            return None;
+        }
+        if self.lease.is_none() {
+            match sampler.lease() {
+                Some(l) => self.lease = Some(l),
+                None => {
+                    self.error = Some(Error::RingBusy);
+                    return None;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// A failed read: a fork child ends the reader; a corrupt ring has its pending bytes dropped.
+    #[cold]
+    fn failed(&mut self, e: perf_core::Error) {
+        if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) {
+            self.ended = true;
+            self.lease = None;
+        } else if let Some(ring) = self.lease.as_mut().and_then(Lease::ring) {
+            if let Err(d) = ring.discard_pending() {
+                self.ended = true;
+                self.lease = None;
+                self.error = Some(d.into());
+                return;
+            }
+        }
+        self.error = Some(e.into());
     }
 
     /// Consumes the next record with `f`: `None` when the ring is empty (the ring is given back) or
     /// the reader has ended; `Some(Err(RingBusy))` while another reader holds the ring; another error
     /// for a corrupt ring (its pending bytes are dropped, and reading goes on) or a terminal one (a
     /// forward read of an overwrite ring, a fork child): once, then `None`.
+    #[inline(always)]
     pub(crate) fn next_with<R>(
         &mut self,
         f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
     ) -> Option<Result<R>> {
-        if self.ended {
-            return None;
+        match self.with_next(f) {
+            Some(r) => Some(Ok(r)),
+            None => self.take_error().map(Err),
         }
+    }
+
+    /// [`next_with`](Self::next_with) leaving any error in the reader
+    /// ([`take_error`](Self::take_error)).
+    #[inline(always)]
+    pub(crate) fn with_next<R>(
+        &mut self,
+        f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
+    ) -> Option<R> {
+        let span = self.take()?;
         let sampler = self.sampler;
-        if sampler.mode() != RingMode::Normal {
-            return self.end(Error::Ring(perf_core::Error::RingMode {
-                area: "data",
-                what: "a forward read",
-                needs: "normal",
-                is: "overwrite (write_backward: read it with Sampler::newest)",
-            }));
-        }
-        if self.lease.is_some() && sampler.wanted() {
-            // Another reader found the ring held: give it back (waking it), and let it have a turn.
-            self.lease = None;
-            return Some(Err(Error::RingBusy));
-        }
-        if self.lease.is_none() {
-            match sampler.lease() {
-                Some(l) => self.lease = Some(l),
-                None => return Some(Err(Error::RingBusy)),
-            }
-        }
-        let ring = self.lease.as_mut().and_then(Lease::ring)?;
-        match ring.next_record() {
-            Ok(Some(chunk)) => Some(Ok(f(chunk, sampler))),
-            Ok(None) => {
-                self.lease = None;
-                None
-            }
-            Err(e @ perf_core::Error::ForkedChild { .. }) => self.end(e.into()),
-            Err(e) => {
-                if let Err(d) = ring.discard_pending() {
-                    return self.end(d.into());
-                }
-                Some(Err(e.into()))
-            }
-        }
+        Some(f(self.consumed(span)?, sampler))
+    }
+
+    /// Consumes the next record, whose bytes [`current`](Self::current) then lends until the next
+    /// call: `false` at the end or for an error (kept for [`take_error`](Self::take_error)).
+    ///
+    /// Two steps, so that the lending caller borrows the reader only once it has a record: a
+    /// borrow returned on one path would keep the reader borrowed on the others too.
+    #[inline(always)]
+    pub(crate) fn has_record(&mut self) -> bool {
+        self.current = self.take();
+        self.current.is_some()
+    }
+
+    /// The bytes of the record [`has_record`](Self::has_record) consumed.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> Option<Chunk<'_>> {
+        self.consumed(self.current?)
     }
 
     /// Calls `f` for every record published now (at most `max`) in one batch: one head load, one tail
@@ -134,7 +235,7 @@ impl<'a> Reader<'a> {
                     Err(_) => break true,
                 }
             },
-            Err(perf_core::Error::ForkedChild { .. }) => {
+            Err(e) if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) => {
                 self.ended = true;
                 false
             }
@@ -305,12 +406,20 @@ impl Iterator for Iter<'_> {
 
     /// The next record, or `None` when the ring is empty, another reader holds it, or the iterator
     /// ended (non-blocking). A corrupt ring is skipped: its pending bytes are discarded.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            match self.try_next()? {
-                Ok(item) => return Some(item),
-                Err(Error::RingBusy) => return None,
-                Err(_) => continue,
+            let item = self.reader.with_next(|chunk, sampler| {
+                let (p, r) = sampler.parser().parse_chunk(chunk);
+                sampler.account(&r);
+                (p, r)
+            });
+            if item.is_some() {
+                return item;
+            }
+            match self.reader.take_error() {
+                None | Some(Error::RingBusy) => return None,
+                Some(_) => continue,
             }
         }
     }
@@ -351,18 +460,77 @@ impl<'a> CowChunk<'a> {
     }
 
     /// The `PERF_RECORD_*` type from the header.
+    #[inline]
     pub fn record_type(&self) -> u32 {
         self.chunk.read_u32(0).unwrap_or(0)
     }
 }
 
+impl std::ops::Deref for CowChunk<'_> {
+    type Target = [u8];
+
+    /// The bytes, as [`as_bytes`](CowChunk::as_bytes).
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl AsRef<[u8]> for CowChunk<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for CowChunk<'_> {
+    fn borrow(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+/// A record lent by [`CowIter::lending_next`]: its bytes in the ring and the parser of its
+/// sampler. It borrows the iterator, so the bytes stay the reader's while it lives.
+#[derive(Clone, Copy, Debug)]
+pub struct RawRecord<'a> {
+    chunk: CowChunk<'a>,
+    parser: &'a Parser,
+}
+
+impl<'a> RawRecord<'a> {
+    /// The typed record, owned: as [`Parser::parse`] gives it.
+    pub fn parse(&self) -> (Priv, Record) {
+        self.parser.parse(self.chunk)
+    }
+
+    /// The record's bytes, header included.
+    pub fn as_raw(&self) -> &CowChunk<'a> {
+        &self.chunk
+    }
+
+    /// The record's bytes, header included, for as long as the iterator is borrowed.
+    pub fn into_raw(self) -> CowChunk<'a> {
+        self.chunk
+    }
+
+    /// The parser of the record's sampler.
+    pub fn parser(&self) -> &'a Parser {
+        self.parser
+    }
+}
+
 /// A record's bytes as one aligned slice: in place, or copied into `scratch` when it wraps.
+#[inline]
 fn contiguous<'s>(chunk: Chunk<'s>, scratch: &'s mut Vec<u8>) -> CowChunk<'s> {
     if let Some(bytes) = chunk.as_contiguous() {
         // The ring's data area is page aligned and records are 8-byte multiples, so `bytes` is
         // 8-byte aligned.
         return CowChunk { bytes, chunk };
     }
+    copied(chunk, scratch)
+}
+
+/// A record that wraps the ring's end, copied into `scratch` (8-byte aligned).
+#[cold]
+fn copied<'s>(chunk: Chunk<'s>, scratch: &'s mut Vec<u8>) -> CowChunk<'s> {
     let len = chunk.len();
     if scratch.len() < len + 8 {
         scratch.resize(len + 8, 0);
@@ -374,23 +542,32 @@ fn contiguous<'s>(chunk: Chunk<'s>, scratch: &'s mut Vec<u8>) -> CowChunk<'s> {
 }
 
 /// Counts lost data from a LOST / LOST_SAMPLES record's bytes without building a record.
-#[inline]
+#[inline(always)]
 fn account(sampler: &Sampler, chunk: Chunk<'_>) {
     let ty = chunk.read_u32(0).unwrap_or(0);
-    if ty == sys::PERF_RECORD_LOST {
-        sampler.account_raw(ty, chunk.read_u64(16).unwrap_or(0));
-    } else if ty == sys::PERF_RECORD_LOST_SAMPLES {
-        sampler.account_raw(ty, chunk.read_u64(8).unwrap_or(0));
+    if ty == sys::PERF_RECORD_LOST || ty == sys::PERF_RECORD_LOST_SAMPLES {
+        account_lost(sampler, ty, chunk);
     }
 }
 
+#[cold]
+fn account_lost(sampler: &Sampler, ty: u32, chunk: Chunk<'_>) {
+    let at = if ty == sys::PERF_RECORD_LOST { 16 } else { 8 };
+    sampler.account_raw(ty, chunk.read_u64(at).unwrap_or(0));
+}
+
 /// Zero-copy records: the closure given to [`next`](Self::next) sees the record's bytes in the
-/// ring.
+/// ring; [`lending_next`](Self::lending_next) lends them as a [`RawRecord`] (the form of
+/// `perf-event-open` 0.7).
 ///
-/// The bytes are the closure's until it returns; they go back to the kernel after that, at the
-/// latest when the records the iterator has seen are used up (before it looks for newer ones),
-/// when a quarter of the ring has been consumed, or when the iterator is dropped (see
-/// [`perf_core::Ring::next_record`]). While it finds records the iterator holds the sampler's ring
+/// When the tail moves: a record is consumed when `next` calls its closure (or `lending_next`
+/// returns it); its bytes are the closure's until it returns (the [`RawRecord`]'s while it
+/// lives, as it borrows the iterator). The kernel gets the space back when a later call
+/// publishes the tail, at the latest when the records the iterator has seen are used up (before
+/// it looks for newer ones, so also when a call finds the ring empty), when a quarter of the
+/// ring has been consumed, or when the iterator is dropped (see
+/// [`perf_core::Ring::next_record`]); [`drain`](Self::drain) publishes once, at the end of its
+/// pass. While it finds records the iterator holds the sampler's ring
 /// (no lock per record); it gives the ring back when the ring is empty and when dropped. Another
 /// reader of the sampler meanwhile — including one called from inside the closure — gets nothing,
 /// never a wait: [`Sampler::iter`]'s iterator is empty and says [`Error::RingBusy`]. The sampler's
@@ -420,16 +597,26 @@ impl<'a> CowIter<'a> {
     /// (non-blocking).
     ///
     /// Keep `f` short: the kernel cannot reuse the bytes until it returns.
+    #[inline]
     pub fn next<F, R>(&mut self, f: F) -> Option<R>
     where
         F: FnOnce(CowChunk<'_>, &Parser) -> R,
     {
-        self.try_next(f)?.ok()
+        let scratch = &mut self.scratch;
+        let got = self.reader.with_next(|chunk, sampler| {
+            account(sampler, chunk);
+            f(contiguous(chunk, scratch), sampler.parser())
+        });
+        if got.is_none() {
+            self.reader.clear_error();
+        }
+        got
     }
 
     /// As [`next`](Self::next), but says why there is no record: `Some(Err)` when another reader
     /// holds the ring ([`Error::RingBusy`]), when the ring is corrupt (its pending bytes are then
     /// discarded), or once for an error that ends the iterator.
+    #[inline]
     pub fn try_next<F, R>(&mut self, f: F) -> Option<Result<R>>
     where
         F: FnOnce(CowChunk<'_>, &Parser) -> R,
@@ -438,6 +625,70 @@ impl<'a> CowIter<'a> {
         self.reader.next_with(|chunk, sampler| {
             account(sampler, chunk);
             f(contiguous(chunk, scratch), sampler.parser())
+        })
+    }
+
+    /// The next record, lent until the next call: its bytes ([`RawRecord::as_raw`]) and its parse
+    /// ([`RawRecord::parse`]); `None` when the ring is empty, another reader holds it, or the
+    /// iterator ended (non-blocking). The lending form of [`next`](Self::next), with the names of
+    /// `perf-event-open` 0.7:
+    ///
+    /// ```no_run
+    /// # use perf_event::config::{Cpu, Opts, Proc, SampleOn};
+    /// # use perf_event::count::Counter;
+    /// # use perf_event::event::sw::Software;
+    /// # let mut opts = Opts::default();
+    /// # opts.sample_on = SampleOn::Count(50_000);
+    /// # let counter = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &opts)?;
+    /// # let sampler = counter.sampler(5)?;
+    /// let mut iter = sampler.iter().into_cow();
+    /// while let Some(rr) = iter.lending_next() {
+    ///     let bytes = rr.as_raw().as_bytes(); // header included, 8-byte aligned
+    ///     if u32::from_ne_bytes(bytes[..4].try_into().unwrap()) == 9 {
+    ///         let (_cpumode, record) = rr.parse();
+    ///         println!("{record:-?}");
+    ///     }
+    /// }
+    /// # Ok::<(), perf_event::Error>(())
+    /// ```
+    ///
+    /// When the tail moves: the record is consumed when `lending_next` returns it, and its bytes
+    /// stay the borrower's while the [`RawRecord`] lives (it borrows the iterator, so no other call
+    /// can run meanwhile). The kernel gets the space back when a later call publishes the tail: at
+    /// the latest when the records the iterator has seen are used up (before it looks for newer
+    /// ones, so also when a call finds the ring empty), when a quarter of the ring has been
+    /// consumed, or when the iterator is dropped (see [`perf_core::Ring::next_record`]). `next`'s
+    /// records are released the same way once its closure returns; [`drain`](Self::drain)
+    /// publishes once at the end of its pass.
+    #[inline(always)]
+    pub fn lending_next(&mut self) -> Option<RawRecord<'_>> {
+        if self.reader.has_record() {
+            return self.lend();
+        }
+        self.reader.clear_error();
+        None
+    }
+
+    /// As [`lending_next`](Self::lending_next), but says why there is no record: `Some(Err)` when
+    /// another reader holds the ring ([`Error::RingBusy`]), when the ring is corrupt (its pending
+    /// bytes are then discarded), or once for an error that ends the iterator.
+    #[inline]
+    pub fn try_lending_next(&mut self) -> Option<Result<RawRecord<'_>>> {
+        if self.reader.has_record() {
+            return self.lend().map(Ok);
+        }
+        self.reader.take_error().map(Err)
+    }
+
+    /// The record [`Reader::has_record`] found, lent.
+    #[inline(always)]
+    pub(crate) fn lend(&mut self) -> Option<RawRecord<'_>> {
+        let sampler = self.reader.sampler;
+        let chunk = self.reader.current()?;
+        account(sampler, chunk);
+        Some(RawRecord {
+            chunk: contiguous(chunk, &mut self.scratch),
+            parser: sampler.parser(),
         })
     }
 
@@ -485,5 +736,161 @@ impl<'a> CowIter<'a> {
                 hung_up = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use perf_core::sim::{Sim, SimConfig, SimKernel};
+    use perf_sys::{perf_event_attr, PERF_RECORD_SAMPLE};
+
+    use crate::sample::record::Record;
+    use crate::sample::Sampler;
+    use crate::Error;
+
+    /// A sampler over a simulated `size`-byte ring whose samples carry IP, TID and TIME (32 bytes).
+    fn sim(size: u64) -> (SimKernel, Sampler) {
+        let sim = Sim::new(SimConfig::new(size)).unwrap();
+        let attr = perf_event_attr {
+            sample_type: (perf_sys::PERF_SAMPLE_IP
+                | perf_sys::PERF_SAMPLE_TID
+                | perf_sys::PERF_SAMPLE_TIME) as u64,
+            ..Default::default()
+        };
+        let sampler = Sampler::simulated(attr, sim.ring, sim.control);
+        (sim.kernel, sampler)
+    }
+
+    /// Writes the sample numbered `n`: ip `0x1000 + n`, pid/tid `n`, time `n`.
+    fn sample(kernel: &mut SimKernel, n: u64) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(0x1000 + n).to_ne_bytes());
+        body.extend_from_slice(&(n as u32).to_ne_bytes());
+        body.extend_from_slice(&(n as u32).to_ne_bytes());
+        body.extend_from_slice(&n.to_ne_bytes());
+        kernel.output(PERF_RECORD_SAMPLE, 0, &body).unwrap();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
+        bytes.extend_from_slice(&0u16.to_ne_bytes());
+        bytes.extend_from_slice(&32u16.to_ne_bytes());
+        bytes.extend_from_slice(&body);
+        bytes
+    }
+
+    fn ip(r: &Record) -> u64 {
+        match r {
+            Record::Sample(s) => s.code_addr.unwrap().0,
+            other => panic!("not a sample: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lending_next_lends_every_record_once_with_its_bytes_and_parse() {
+        // 256 bytes hold 8 records; 20 rounds of 3 wrap the ring many times, at every offset.
+        let (mut kernel, sampler) = sim(256);
+        let mut it = sampler.iter().into_cow();
+        // A 24-byte LOST record first, so that 32-byte samples straddle the ring's end.
+        let lost = [7u64.to_ne_bytes(), 5u64.to_ne_bytes()].concat();
+        kernel.output(perf_sys::PERF_RECORD_LOST, 0, &lost).unwrap();
+        let rr = it.lending_next().unwrap();
+        assert_eq!(rr.as_raw().record_type(), perf_sys::PERF_RECORD_LOST);
+        assert!(matches!(rr.parse().1, Record::LostRecords(l) if l.lost_records == 5));
+        let mut n = 0;
+        let mut wrapped = 0;
+        for _ in 0..20 {
+            let written: Vec<Vec<u8>> = (0..3).map(|i| sample(&mut kernel, n + i)).collect();
+            for (i, want) in written.iter().enumerate() {
+                let rr = it.lending_next().expect("a record");
+                let raw = rr.as_raw();
+                assert_eq!(raw.as_bytes(), &want[..]);
+                assert_eq!(&raw[..], &want[..], "Deref");
+                assert_eq!(raw.as_bytes().as_ptr() as usize % 8, 0, "8-byte aligned");
+                let (a, b) = raw.as_slices();
+                assert_eq!([a, b].concat(), *want);
+                wrapped += usize::from(!b.is_empty());
+                let (_, record) = rr.parse();
+                assert_eq!(ip(&record), 0x1000 + n + i as u64);
+                assert_eq!(rr.into_raw().record_type(), PERF_RECORD_SAMPLE);
+            }
+            assert!(it.lending_next().is_none(), "the ring is empty");
+            n += 3;
+        }
+        assert!(wrapped > 0, "some records wrapped the ring's end");
+        assert_eq!(
+            kernel.published_tail(),
+            kernel.head(),
+            "everything given back"
+        );
+    }
+
+    #[test]
+    fn the_tail_moves_when_the_records_seen_are_used_up_or_the_iterator_is_dropped() {
+        let (mut kernel, sampler) = sim(4096);
+        for i in 0..4 {
+            sample(&mut kernel, i);
+        }
+        let mut it = sampler.iter().into_cow();
+        {
+            let rr = it.lending_next().unwrap();
+            assert_eq!(ip(&rr.parse().1), 0x1000);
+            assert_eq!(kernel.published_tail(), 0, "not given back while lent");
+        }
+        assert_eq!(kernel.published_tail(), 0, "nor after: publication is lazy");
+        // The closure form and the lending form share the walk.
+        assert_eq!(it.next(|cc, p| ip(&p.parse(cc).1)), Some(0x1001));
+        let rr = it.lending_next().unwrap();
+        assert_eq!(ip(&rr.parse().1), 0x1002);
+        let rr = it.lending_next().unwrap();
+        assert_eq!(ip(&rr.parse().1), 0x1003);
+        assert_eq!(kernel.published_tail(), 0);
+        // Used up: the next call publishes before it looks for newer records.
+        assert!(it.lending_next().is_none());
+        assert_eq!(kernel.published_tail(), 4 * 32);
+        // Dropping the iterator gives back what it consumed.
+        sample(&mut kernel, 4);
+        assert_eq!(ip(&it.lending_next().unwrap().parse().1), 0x1004);
+        assert_eq!(kernel.published_tail(), 4 * 32);
+        drop(it);
+        assert_eq!(kernel.published_tail(), 5 * 32);
+    }
+
+    #[test]
+    fn a_quarter_ring_consumed_is_published_on_the_way() {
+        let (mut kernel, sampler) = sim(1024);
+        for i in 0..24 {
+            sample(&mut kernel, i); // 768 bytes
+        }
+        let mut it = sampler.iter().into_cow();
+        let mut published = Vec::new();
+        while let Some(rr) = it.lending_next() {
+            let _ = rr.as_raw().len();
+            published.push(kernel.published_tail());
+        }
+        // Records 0..8 are handed out with nothing published; the ninth call finds 256 bytes (a
+        // quarter) consumed and publishes them.
+        assert!(published[..8].iter().all(|&t| t == 0), "{published:?}");
+        assert_eq!(published[8], 256, "{published:?}");
+        assert_eq!(published[16], 512, "{published:?}");
+        assert_eq!(kernel.published_tail(), 768);
+    }
+
+    #[test]
+    fn a_second_reader_is_told_the_ring_is_busy_while_a_lending_iterator_holds_it() {
+        let (mut kernel, sampler) = sim(4096);
+        for i in 0..3 {
+            sample(&mut kernel, i);
+        }
+        let mut it = sampler.iter().into_cow();
+        assert_eq!(ip(&it.lending_next().unwrap().parse().1), 0x1000);
+        let mut other = sampler.iter();
+        assert!(matches!(other.try_next(), Some(Err(Error::RingBusy))));
+        // The holder gives the ring back at its next call (the other asked for it) ...
+        assert!(matches!(it.try_lending_next(), Some(Err(Error::RingBusy))));
+        // ... so the other reader gets the rest, and nothing is read twice.
+        let rest: Vec<u64> = other.by_ref().map(|(_, r)| ip(&r)).collect();
+        assert_eq!(rest, [0x1001, 0x1002]);
+        drop(other);
+        assert!(it.lending_next().is_none());
+        assert_eq!(kernel.published_tail(), 3 * 32);
     }
 }

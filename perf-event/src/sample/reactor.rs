@@ -391,7 +391,7 @@ impl Waiter {
     }
 
     /// [`take`](Self::take) with the task's waker.
-    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Readiness {
+    pub(crate) fn poll_ready(&self, cx: &Context<'_>) -> Readiness {
         self.take(cx.waker())
     }
 
@@ -519,15 +519,15 @@ mod tests {
         let (r, w) = rustix::pipe::pipe().unwrap();
         let waiter = Waiters::register(r.as_fd()).unwrap().waiter();
         let (count, waker) = counter();
-        let mut cx = Context::from_waker(&waker);
-        assert_eq!(waiter.poll_ready(&mut cx), Readiness::default());
+        let cx = Context::from_waker(&waker);
+        assert_eq!(waiter.poll_ready(&cx), Readiness::default());
         drop(w);
         assert!(wait_for(&count, 1), "no wakeup after the writer closed");
-        assert!(waiter.poll_ready(&mut cx).hangup);
+        assert!(waiter.poll_ready(&cx).hangup);
         // Edge-triggered: no further events, no busy loop; hangup stays.
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert!(waiter.poll_ready(&mut cx).hangup);
+        assert!(waiter.poll_ready(&cx).hangup);
     }
 
     #[test]
@@ -535,14 +535,14 @@ mod tests {
         let (r, w) = rustix::pipe::pipe().unwrap();
         let waiter = Waiters::register(w.as_fd()).unwrap().waiter();
         let (count, waker) = counter();
-        let mut cx = Context::from_waker(&waker);
+        let cx = Context::from_waker(&waker);
         // A pipe's write end is writable at once; we do not ask for EPOLLOUT, so nothing.
-        let _ = waiter.poll_ready(&mut cx);
+        let _ = waiter.poll_ready(&cx);
         drop(r);
         assert!(wait_for(&count, 1), "no wakeup after the reader closed");
-        let got = waiter.poll_ready(&mut cx);
+        let got = waiter.poll_ready(&cx);
         assert!(got.error, "{got:?}");
-        assert!(!waiter.poll_ready(&mut cx).error, "error is taken once");
+        assert!(!waiter.poll_ready(&cx).error, "error is taken once");
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             count.0.load(Ordering::SeqCst),
@@ -556,12 +556,12 @@ mod tests {
         let (r, w) = rustix::pipe::pipe().unwrap();
         let waiter = Waiters::register(r.as_fd()).unwrap().waiter();
         let (count, waker) = counter();
-        let mut cx = Context::from_waker(&waker);
-        assert!(!waiter.poll_ready(&mut cx).readable);
+        let cx = Context::from_waker(&waker);
+        assert!(!waiter.poll_ready(&cx).readable);
         rustix::io::write(&w, b"x").unwrap();
         assert!(wait_for(&count, 1));
-        assert!(waiter.poll_ready(&mut cx).readable);
-        assert!(!waiter.poll_ready(&mut cx).readable);
+        assert!(waiter.poll_ready(&cx).readable);
+        assert!(!waiter.poll_ready(&cx).readable);
         rustix::io::write(&w, b"y").unwrap();
         assert!(wait_for(&count, 2));
         assert!(waiter.peek().readable);
@@ -577,8 +577,8 @@ mod tests {
         let (count_a, waker_a) = counter();
         let (count_b, waker_b) = counter();
         for round in 1..=50 {
-            let _ = a.poll_ready(&mut Context::from_waker(&waker_a));
-            let _ = b.poll_ready(&mut Context::from_waker(&waker_b));
+            let _ = a.poll_ready(&Context::from_waker(&waker_a));
+            let _ = b.poll_ready(&Context::from_waker(&waker_b));
             rustix::io::write(&w, b"x").unwrap();
             assert!(wait_for(&count_a, round), "A missed wakeup {round}");
             assert!(wait_for(&count_b, round), "B missed wakeup {round}");
@@ -621,12 +621,12 @@ mod tests {
             .set_flush_interval(Some(Duration::from_millis(5)))
             .unwrap();
         let (count, waker) = counter();
-        let mut cx = Context::from_waker(&waker);
+        let cx = Context::from_waker(&waker);
         for n in 1..=3 {
-            let _ = waiter.poll_ready(&mut cx);
+            let _ = waiter.poll_ready(&cx);
             assert!(wait_for(&count, n), "flush timer did not fire");
         }
-        assert!(waiter.poll_ready(&mut cx).flush);
+        assert!(waiter.poll_ready(&cx).flush);
         assert!(
             !other.peek().flush,
             "a waiter's timer wakes that waiter only"
@@ -645,9 +645,9 @@ mod tests {
             .map(|(r, _)| Waiters::register(r.as_fd()).unwrap().waiter())
             .collect();
         let (count, waker) = counter();
-        let mut cx = Context::from_waker(&waker);
+        let cx = Context::from_waker(&waker);
         for w in &waiters {
-            let _ = w.poll_ready(&mut cx);
+            let _ = w.poll_ready(&cx);
         }
         for (_, w) in &pipes {
             rustix::io::write(w, b"x").unwrap();

@@ -274,10 +274,13 @@ impl Counter {
             if self.redirected.load(Ordering::Acquire) {
                 // Older kernels map a redirected counter (the ring it writes into, a second consumer
                 // of it); newer ones refuse with EBUSY. Refuse alike everywhere.
-                return Err(Error::Ring(perf_core::Error::MapBusy {
-                    area: "data",
-                    source: std::io::Error::from_raw_os_error(libc::EBUSY),
-                }));
+                return Err(Error::Ring(
+                    perf_core::ErrorKind::MapBusy {
+                        area: "data",
+                        source: std::io::Error::from_raw_os_error(libc::EBUSY),
+                    }
+                    .into(),
+                ));
             }
             let pages = check_ring_request(self.attr(), self.cpu(), exp)?;
             let file = self
@@ -429,7 +432,7 @@ impl Sampler {
     }
 
     /// Whether another reader asked for the ring.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wanted(&self) -> bool {
         self.wanted.load(Ordering::Relaxed)
     }
@@ -771,12 +774,15 @@ impl Sampler {
     /// [`Error::Ring`] (`RingMode`) on a normal ring; [`Error::Io`] if pausing fails.
     pub fn newest(&self, n: usize) -> Result<Vec<(Priv, Record)>> {
         if self.mode != RingMode::Overwrite {
-            return Err(Error::Ring(perf_core::Error::RingMode {
-                area: "data",
-                what: "newest()",
-                needs: "overwrite (write_backward)",
-                is: "normal",
-            }));
+            return Err(Error::Ring(
+                perf_core::ErrorKind::RingMode {
+                    area: "data",
+                    what: "newest()",
+                    needs: "overwrite (write_backward)",
+                    is: "normal",
+                }
+                .into(),
+            ));
         }
         let mut copy = BackwardCopy::new();
         {
@@ -839,8 +845,15 @@ pub(crate) struct Lease<'s> {
 
 impl Lease<'_> {
     /// The ring (`Some` until the lease is dropped).
+    #[inline]
     pub(crate) fn ring(&mut self) -> Option<&mut Ring<Data>> {
         self.ring.as_mut()
+    }
+
+    /// The ring, shared (`Some` until the lease is dropped).
+    #[inline]
+    pub(crate) fn ring_ref(&self) -> Option<&Ring<Data>> {
+        self.ring.as_ref()
     }
 }
 

@@ -1,12 +1,15 @@
 //! Section 3, end-to-end drain: a producer thread loops `getppid` under the `syscalls:sys_enter_getppid`
 //! tracepoint (period 1, IP|TID|TIME: 32-byte records) into 2^k-page rings; the main thread drains
 //! them, waiting with `poll(2)` when the ring is empty. Contenders: a minimal raw reader (the
-//! baseline), this workspace's cow iterator (per-record `next` and per-batch `drain`) and owned
-//! iterator, `perf-event-open`'s owned and cow iterators, and `perf-event2`'s `Sampler`.
+//! baseline); this workspace's cow iterator (per-record `next`, with and without `p.parse(cc)` in the
+//! closure, the lending `lending_next`, with and without `rr.parse()`, and per-batch `drain`) and
+//! owned iterator; `perf-event-open` 0.5.1's owned and cow iterators (with and without the parse in
+//! the closure) and 0.7.0's owned iterator and `lending_next` (with and without the parse); and
+//! `perf-event2`'s `Sampler`.
 //!
 //! Each run asserts samples + lost == the counter's value (`PERF_FORMAT_LOST`); rows give the median
-//! records/s, the worst lost count, and the drainer's CPU time per record. Producer on CPU 0,
-//! drainer on CPU 1.
+//! records/s, the worst lost count, and the drainer's CPU time per record, with its ratio to the same
+//! path of each `perf-event-open` version. Producer on CPU 0, drainer on CPU 1.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -237,6 +240,9 @@ mod ours {
 
     pub enum Mode {
         CowNext,
+        CowNextParse,
+        Lending,
+        LendingParse,
         CowDrain,
         Owned,
     }
@@ -292,6 +298,30 @@ mod ours {
                         samples += u64::from(ty == SAMPLE);
                     }
                 }
+                Mode::CowNextParse => {
+                    let mut it = cow(&self.sampler);
+                    while let Some((_, r)) = it.next(|cc, p| p.parse(cc)) {
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
+                }
+                Mode::Lending => {
+                    let mut it = cow(&self.sampler);
+                    while let Some(rr) = it.lending_next() {
+                        let b = rr.as_raw().as_bytes();
+                        records += 1;
+                        samples +=
+                            u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) == SAMPLE);
+                    }
+                }
+                Mode::LendingParse => {
+                    let mut it = cow(&self.sampler);
+                    while let Some(rr) = it.lending_next() {
+                        let (_, r) = rr.parse();
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
+                }
                 Mode::CowDrain => {
                     let mut it = cow(&self.sampler);
                     records += it.drain(usize::MAX, |cc, _| {
@@ -324,13 +354,19 @@ mod peo {
     use perf_event_open::sample::record::Record;
     use perf_event_open::sample::Sampler;
 
+    pub enum Mode {
+        Owned,
+        Cow,
+        CowParse,
+    }
+
     pub struct Peo {
         counter: Counter,
         sampler: Sampler,
-        cow: bool,
+        mode: Mode,
     }
 
-    pub fn new(tp: u64, tid: i32, exp: u8, cow: bool) -> Peo {
+    pub fn new(tp: u64, tid: i32, exp: u8, mode: Mode) -> Peo {
         let mut opts = Opts::default();
         opts.sample_on = SampleOn::Count(1);
         opts.sample_format.code_addr = true;
@@ -343,7 +379,7 @@ mod peo {
         Peo {
             counter,
             sampler,
-            cow,
+            mode,
         }
     }
 
@@ -359,19 +395,116 @@ mod peo {
         }
         fn drain(&mut self) -> (u64, u64) {
             let (mut records, mut samples) = (0u64, 0u64);
-            if self.cow {
-                let mut it = self.sampler.iter().into_cow();
-                while let Some(ty) = it.next(|cc, _| {
-                    let b = cc.as_bytes();
-                    u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
-                }) {
-                    records += 1;
-                    samples += u64::from(ty == SAMPLE);
+            match self.mode {
+                Mode::Cow => {
+                    let mut it = self.sampler.iter().into_cow();
+                    while let Some(ty) = it.next(|cc, _| {
+                        let b = cc.as_bytes();
+                        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+                    }) {
+                        records += 1;
+                        samples += u64::from(ty == SAMPLE);
+                    }
                 }
-            } else {
-                for (_, r) in self.sampler.iter() {
-                    records += 1;
-                    samples += u64::from(matches!(r, Record::Sample(_)));
+                Mode::CowParse => {
+                    let mut it = self.sampler.iter().into_cow();
+                    while let Some((_, r)) = it.next(|cc, p| p.parse(cc)) {
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
+                }
+                Mode::Owned => {
+                    for (_, r) in self.sampler.iter() {
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
+                }
+            }
+            (records, samples)
+        }
+        fn read(&mut self) -> (u64, u64) {
+            let s = self.counter.stat().unwrap();
+            (s.count, s.lost_records.unwrap())
+        }
+    }
+}
+
+// ---------------------------------------------------------------- perf-event-open 0.7
+
+mod peo7 {
+    use super::*;
+    use perf_event_open_07::config::{Cpu, Opts, Proc, SampleOn};
+    use perf_event_open_07::count::Counter;
+    use perf_event_open_07::event::tp::Tracepoint;
+    use perf_event_open_07::sample::record::Record;
+    use perf_event_open_07::sample::Sampler;
+
+    pub enum Mode {
+        Owned,
+        Lending,
+        LendingParse,
+    }
+
+    pub struct Peo7 {
+        counter: Counter,
+        sampler: Sampler,
+        mode: Mode,
+    }
+
+    pub fn new(tp: u64, tid: i32, exp: u8, mode: Mode) -> Peo7 {
+        let mut opts = Opts::default();
+        opts.sample_on = SampleOn::Count(1);
+        opts.sample_format.code_addr = true;
+        opts.record_id_format.task = true;
+        opts.record_id_format.time = true;
+        opts.stat_format.lost_records = true;
+        let counter =
+            Counter::new(Tracepoint { id: tp }, (Proc(tid as u32), Cpu::ALL), &opts).unwrap();
+        let sampler = counter.sampler(exp).unwrap();
+        Peo7 {
+            counter,
+            sampler,
+            mode,
+        }
+    }
+
+    impl Drainer for Peo7 {
+        fn fd(&self) -> RawFd {
+            self.counter.file().as_raw_fd()
+        }
+        fn enable(&mut self) {
+            self.counter.enable().unwrap();
+        }
+        fn disable(&mut self) {
+            self.counter.disable().unwrap();
+        }
+        fn drain(&mut self) -> (u64, u64) {
+            let (mut records, mut samples) = (0u64, 0u64);
+            // One iterator at a time per sampler (0.7's `iter()` is `None` while another lives).
+            let it = self.sampler.iter().expect("no other iterator");
+            match self.mode {
+                Mode::Lending => {
+                    let mut it = it.into_cow();
+                    while let Some(rr) = it.lending_next() {
+                        let b = rr.as_raw().as_bytes();
+                        records += 1;
+                        samples +=
+                            u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) == SAMPLE);
+                    }
+                }
+                Mode::LendingParse => {
+                    let mut it = it.into_cow();
+                    while let Some(rr) = it.lending_next() {
+                        let (_, r) = rr.parse();
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
+                }
+                Mode::Owned => {
+                    for (_, r) in it {
+                        records += 1;
+                        samples += u64::from(matches!(r, Record::Sample(_)));
+                    }
                 }
             }
             (records, samples)
@@ -464,25 +597,46 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
     let exps: &[u32] = len.pick(&[7], &[3, 10], &[3, 7, 10, 12]);
     pin(1);
     let p = producer();
-    let names = [
-        "raw reader (baseline)",
-        "ours CowIter::next",
-        "ours CowIter::drain",
-        "ours Iter (owned)",
-        "perf-event-open owned iter",
-        "perf-event-open cow iter",
-        "perf-event2 Sampler::next_record",
+    // (name, the same path in perf-event-open 0.5.1 and in 0.7.0, by index: None where it has none).
+    let contenders: [(&str, Option<usize>, Option<usize>); 14] = [
+        ("raw reader (baseline)", None, None),
+        ("ours CowIter::next", Some(8), Some(11)),
+        ("ours CowIter::next + p.parse(cc)", Some(9), Some(12)),
+        ("ours CowIter::lending_next", Some(8), Some(11)),
+        ("ours CowIter::lending_next + rr.parse()", Some(9), Some(12)),
+        ("ours CowIter::drain", Some(8), Some(11)),
+        ("ours Iter (owned)", Some(7), Some(10)),
+        ("perf-event-open 0.5.1 owned iter", None, None),
+        ("perf-event-open 0.5.1 cow next", None, None),
+        ("perf-event-open 0.5.1 cow next + p.parse(cc)", None, None),
+        ("perf-event-open 0.7.0 owned iter", None, None),
+        ("perf-event-open 0.7.0 lending_next", None, None),
+        (
+            "perf-event-open 0.7.0 lending_next + rr.parse()",
+            None,
+            None,
+        ),
+        ("perf-event2 Sampler::next_record", None, None),
     ];
+    let names: Vec<&str> = contenders.iter().map(|c| c.0).collect();
     for &exp in exps {
         let mut outcomes: Vec<Vec<Outcome>> = (0..names.len()).map(|_| Vec::new()).collect();
         let _ = interleave(names.len(), repeats, |i| {
+            let e = exp as u8;
             let mut d: Box<dyn Drainer> = match i {
                 0 => Box::new(Raw::new(tp, p.tid, exp)),
-                1 => Box::new(ours::new(tp, p.tid, exp as u8, ours::Mode::CowNext)),
-                2 => Box::new(ours::new(tp, p.tid, exp as u8, ours::Mode::CowDrain)),
-                3 => Box::new(ours::new(tp, p.tid, exp as u8, ours::Mode::Owned)),
-                4 => Box::new(peo::new(tp, p.tid, exp as u8, false)),
-                5 => Box::new(peo::new(tp, p.tid, exp as u8, true)),
+                1 => Box::new(ours::new(tp, p.tid, e, ours::Mode::CowNext)),
+                2 => Box::new(ours::new(tp, p.tid, e, ours::Mode::CowNextParse)),
+                3 => Box::new(ours::new(tp, p.tid, e, ours::Mode::Lending)),
+                4 => Box::new(ours::new(tp, p.tid, e, ours::Mode::LendingParse)),
+                5 => Box::new(ours::new(tp, p.tid, e, ours::Mode::CowDrain)),
+                6 => Box::new(ours::new(tp, p.tid, e, ours::Mode::Owned)),
+                7 => Box::new(peo::new(tp, p.tid, e, peo::Mode::Owned)),
+                8 => Box::new(peo::new(tp, p.tid, e, peo::Mode::Cow)),
+                9 => Box::new(peo::new(tp, p.tid, e, peo::Mode::CowParse)),
+                10 => Box::new(peo7::new(tp, p.tid, e, peo7::Mode::Owned)),
+                11 => Box::new(peo7::new(tp, p.tid, e, peo7::Mode::Lending)),
+                12 => Box::new(peo7::new(tp, p.tid, e, peo7::Mode::LendingParse)),
                 _ => Box::new(p2::new(tp, p.tid, exp)),
             };
             let o = run_one(&p, calls, d.as_mut());
@@ -502,15 +656,18 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
         });
         let rate = |o: &Outcome| o.samples as f64 / o.secs;
         let base = median(&outcomes[0].iter().map(rate).collect::<Vec<_>>());
-        let peo_cpu = median(
-            &outcomes[4]
-                .iter()
-                .map(|o| o.cpu_ns_per_record)
-                .collect::<Vec<_>>(),
-        );
+        let cpu: Vec<f64> = outcomes
+            .iter()
+            .map(|os| median(&os.iter().map(|o| o.cpu_ns_per_record).collect::<Vec<_>>()))
+            .collect();
         for (i, os) in outcomes.iter().enumerate() {
-            let cpu = median(&os.iter().map(|o| o.cpu_ns_per_record).collect::<Vec<_>>());
             let worst = os.iter().map(|o| o.lost).max().unwrap_or(0);
+            let (_, v05, v07) = contenders[i];
+            let vs = |peer: Option<usize>, version: &str| {
+                peer.map_or(String::new(), |j| {
+                    format!("; {:.2}× peo {version}", cpu[i] / cpu[j])
+                })
+            };
             rows.push(Row {
                 section: format!("{section}, 2^{exp} pages"),
                 name: names[i].into(),
@@ -518,8 +675,10 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
                 unit: "records/s",
                 base: Some(base),
                 note: format!(
-                    "lost ≤ {worst}; CPU {cpu:.1} ns/rec ({:.2}× peo owned)",
-                    cpu / peo_cpu
+                    "lost ≤ {worst}; CPU {:.1} ns/rec{}{}",
+                    cpu[i],
+                    vs(v05, "0.5.1"),
+                    vs(v07, "0.7.0")
                 ),
             });
         }

@@ -4,8 +4,9 @@
 //! overflowing it). Contenders: a bare header walk (the ceiling, the baseline), memcpy of the bytes, our
 //! lazy view, borrowed typed fast path (`Records::next_record` + `RawRecord::sample_view`, with `view` for
 //! what is not a sample) and borrowed parse (perf-core), our owned parse (perf-event's `Parser`), and
-//! `perf-event-open`'s `UnsafeParser`. Every parser folds the same fields (ip, time, period, id, cpu,
-//! pid/tid, raw length, lost count, one per other record) into a checksum that must agree.
+//! `perf-event-open` 0.5.1's `UnsafeParser` and 0.7.0's `Parser`. Every parser folds the same fields
+//! (ip, time, period, id, cpu, pid/tid, raw length, lost count, one per other record) into a checksum
+//! that must agree.
 
 use std::hint::black_box;
 use std::os::fd::AsFd;
@@ -282,6 +283,36 @@ fn peo_parse(
     (spans.len(), sum)
 }
 
+fn peo7_parse(
+    bytes: &[u8],
+    spans: &[(usize, usize)],
+    p: &perf_event_open_07::sample::record::Parser,
+) -> (usize, u64) {
+    use perf_event_open_07::sample::record::Record as R;
+    let mut sum = 0u64;
+    for &(at, size) in spans {
+        // SAFETY: as for `peo_parse`: whole, 8-byte aligned records of an event with this parser's attr.
+        let (_, r, _) = unsafe { p.parse(&bytes[at..at + size]) };
+        sum = match r {
+            R::Sample(s) => fold_sample(
+                sum,
+                [
+                    s.code_addr.map(|c| c.0),
+                    s.record_id.time,
+                    s.period,
+                    s.record_id.id,
+                    s.record_id.cpu.map(u64::from),
+                ],
+                s.record_id.task.map(|t| (t.pid, t.tid)),
+                s.raw.as_ref().map(|r| r.len()),
+            ),
+            R::LostRecords(l) => sum.wrapping_add(l.lost_records),
+            _ => sum.wrapping_add(1),
+        };
+    }
+    (spans.len(), sum)
+}
+
 /// Runs section 2.
 pub fn run(len: Len, rows: &mut Vec<Row>) {
     let section = "2 parse, captured records (512 KiB)";
@@ -295,6 +326,14 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
     let spans = spans(bytes);
     let ours = perf_event::sample::Parser::from_attr(&attr);
     let peo = perf_event_open::sample::record::UnsafeParser {
+        sample_id_all: attr.sample_id_all() != 0,
+        sample_type: attr.sample_type,
+        read_format: attr.read_format,
+        user_regs: attr.sample_regs_user.count_ones() as usize,
+        intr_regs: attr.sample_regs_intr.count_ones() as usize,
+        branch_sample_type: attr.branch_sample_type,
+    };
+    let peo7 = perf_event_open_07::sample::record::Parser {
         sample_id_all: attr.sample_id_all() != 0,
         sample_type: attr.sample_type,
         read_format: attr.read_format,
@@ -316,7 +355,8 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
         ("our typed fast path", ours_typed(bytes, &cfg)),
         ("our borrowed parse", ours_borrowed(bytes, &cfg)),
         ("our owned parse", ours_owned(bytes, &spans, &ours)),
-        ("perf-event-open", peo_parse(bytes, &spans, &peo)),
+        ("perf-event-open 0.5.1", peo_parse(bytes, &spans, &peo)),
+        ("perf-event-open 0.7.0", peo7_parse(bytes, &spans, &peo7)),
     ];
     for (name, (n, s)) in &sums {
         assert_eq!(
@@ -345,11 +385,12 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
         "ours borrowed parse (RawRecord::parse)",
         "ours owned parse (Parser::parse_bytes)",
         "perf-event-open 0.5.1 UnsafeParser::parse",
+        "perf-event-open 0.7.0 Parser::parse",
     ];
     let reps = len.pick(5, 60, 200);
     let rounds = len.pick(3, 7, 11);
     let mut dst = vec![0u64; words.len()];
-    let mut al = [0u64; 7];
+    let mut al = [0u64; 8];
     let samples = interleave(names.len(), rounds, |i| {
         let a0 = allocs();
         let t = Instant::now();
@@ -364,7 +405,8 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
                 3 => ours_typed(black_box(bytes), &cfg),
                 4 => ours_borrowed(black_box(bytes), &cfg),
                 5 => ours_owned(black_box(bytes), &spans, &ours),
-                _ => peo_parse(black_box(bytes), &spans, &peo),
+                6 => peo_parse(black_box(bytes), &spans, &peo),
+                _ => peo7_parse(black_box(bytes), &spans, &peo7),
             };
             black_box(r);
         }
@@ -373,7 +415,8 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
         (reps * spans.len()) as f64 / secs
     });
     let base = median(&samples[0]);
-    let peo_rate = median(&samples[names.len() - 1]);
+    let peo_rate = median(&samples[names.len() - 2]);
+    let peo7_rate = median(&samples[names.len() - 1]);
     let total = (reps * rounds * spans.len()) as f64;
     for (i, s) in samples.into_iter().enumerate() {
         let m = median(&s);
@@ -384,10 +427,11 @@ pub fn run(len: Len, rows: &mut Vec<Row>) {
             unit: "records/s",
             base: Some(base),
             note: format!(
-                "{:.2} ns/rec, {:.2} GB/s, {:.2}× peo, {:.2} allocs/rec",
+                "{:.2} ns/rec, {:.2} GB/s, {:.2}× peo 0.5.1, {:.2}× peo 0.7.0, {:.2} allocs/rec",
                 1e9 / m,
                 m * nbytes as f64 / spans.len() as f64 / 1e9,
                 m / peo_rate,
+                m / peo7_rate,
                 al[i] as f64 / total
             ),
         });

@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 
-use perf_core::record::{self as core, CpuMode, ReadValues, Regs};
+use perf_core::record::{self as core, CpuMode, ReadValues, Regs, SampleView};
 use perf_core::{Chunk, ParseConfig, RawRecord};
 use perf_sys::*;
 
@@ -57,18 +57,35 @@ impl Parser {
 
     /// Parses one record (header included) given as one or two slices.
     pub fn parse_chunk(&self, chunk: Chunk<'_>) -> (Priv, Record) {
-        let parsed = RawRecord::from_chunk(chunk).and_then(|(raw, _)| raw.parse(&self.cfg));
-        match parsed {
+        let Ok((raw, _)) = RawRecord::from_chunk(chunk) else {
+            return unknown(chunk);
+        };
+        if raw.record_type() == PERF_RECORD_SAMPLE {
+            // The sample's fields go straight from its bytes into the owned record (the view validates
+            // the body in one pass); a sample the view refuses is one `parse` refuses too.
+            return match raw.sample_view(&self.cfg) {
+                Some(v) => (
+                    priv_of(v.misc().cpumode()),
+                    Record::Sample(sample(&v, &self.cfg)),
+                ),
+                None => unknown(chunk),
+            };
+        }
+        match raw.parse(&self.cfg) {
             Ok(record) => convert(record, &self.cfg),
-            Err(_) => {
-                let misc = chunk.read_u16(4).unwrap_or(0);
-                (
-                    priv_of(core::Misc(misc).cpumode()),
-                    Record::Unknown(chunk.to_vec()),
-                )
-            }
+            Err(_) => unknown(chunk),
         }
     }
+}
+
+/// Bytes that do not parse as their header says, kept as they are.
+#[cold]
+fn unknown(chunk: Chunk<'_>) -> (Priv, Record) {
+    let misc = chunk.read_u16(4).unwrap_or(0);
+    (
+        priv_of(core::Misc(misc).cpumode()),
+        Record::Unknown(chunk.to_vec()),
+    )
 }
 
 pub(crate) fn priv_of(mode: CpuMode) -> Priv {
@@ -156,8 +173,84 @@ fn txn(bits: u64) -> Txn {
     }
 }
 
-fn sample(s: core::Sample<'_>, cfg: &ParseConfig) -> Sample {
-    let weight = s.weight.map(|w| {
+/// The owned sample, each field read from the validated bytes of its view and written into the box in
+/// place (a sample is over 500 bytes: building it on the stack and moving it into the box would copy it).
+#[inline]
+fn sample(v: &SampleView<'_>, cfg: &ParseConfig) -> Box<Sample> {
+    let mut s = Box::new(Sample {
+        record_id: RecordId::default(),
+        stat: None,
+        period: None,
+        cgroup: None,
+        call_chain: None,
+        user_stack: None,
+        data_addr: None,
+        data_phys_addr: None,
+        data_page_size: None,
+        data_source: None,
+        code_addr: None,
+        code_page_size: None,
+        user_regs: None,
+        intr_regs: None,
+        raw: None,
+        lbr: None,
+        aux: None,
+        txn: None,
+        weight: None,
+    });
+    s.record_id = RecordId {
+        id: v.id().or_else(|| v.identifier()),
+        stream_id: v.stream_id(),
+        cpu: v.cpu(),
+        task: v.thread().map(|t| task(t.pid, t.tid)),
+        time: v.time(),
+    };
+    s.period = v.period();
+    s.code_addr = v.ip().map(|ip| (ip, v.misc().exact_ip()));
+    s.data_addr = v.addr();
+    s.call_chain = v.callchain().map(|c| c.ips.to_vec());
+    s.raw = v.raw().map(|r| r.to_vec());
+    let st = cfg.sample_type();
+    // The rarer fields, behind one test.
+    const RARE: u32 = PERF_SAMPLE_READ
+        | PERF_SAMPLE_BRANCH_STACK
+        | PERF_SAMPLE_REGS_USER
+        | PERF_SAMPLE_STACK_USER
+        | PERF_SAMPLE_WEIGHT
+        | PERF_SAMPLE_DATA_SRC
+        | PERF_SAMPLE_TRANSACTION
+        | PERF_SAMPLE_REGS_INTR
+        | PERF_SAMPLE_PHYS_ADDR
+        | PERF_SAMPLE_AUX
+        | PERF_SAMPLE_WEIGHT_STRUCT
+        | PERF_SAMPLE_DATA_PAGE_SIZE
+        | PERF_SAMPLE_CODE_PAGE_SIZE
+        | PERF_SAMPLE_CGROUP;
+    if st & u64::from(RARE) != 0 {
+        rare_fields(v, cfg, &mut s);
+    }
+    s
+}
+
+/// The fields most samplers do not ask for.
+#[inline(never)]
+fn rare_fields(v: &SampleView<'_>, cfg: &ParseConfig, s: &mut Sample) {
+    s.stat = v.read().as_ref().map(stat);
+    s.cgroup = v.cgroup();
+    s.user_stack = v.stack_user().map(|st| {
+        let valid = usize::try_from(st.dyn_size).map_or(st.data.len(), |d| d.min(st.data.len()));
+        st.data.chunk().get(0, valid).unwrap_or_default().to_vec()
+    });
+    s.data_phys_addr = v.phys_addr();
+    s.data_page_size = v.data_page_size();
+    s.data_source = v.data_src().map(DataSource);
+    s.code_page_size = v.code_page_size();
+    s.user_regs = v.regs_user().as_ref().and_then(regs);
+    s.intr_regs = v.regs_intr().as_ref().and_then(regs);
+    s.lbr = v.branch_stack().as_ref().map(lbr);
+    s.aux = v.aux().map(|a| a.to_vec());
+    s.txn = v.transaction().map(txn);
+    s.weight = v.weight().map(|w| {
         if cfg.sample_type() & u64::from(PERF_SAMPLE_WEIGHT_STRUCT) != 0 {
             Weight::Vars {
                 var1: w.var1_dw(),
@@ -168,59 +261,29 @@ fn sample(s: core::Sample<'_>, cfg: &ParseConfig) -> Sample {
             Weight::Full(w.full())
         }
     });
-    let lbr = s.branch_stack.as_ref().map(|b| {
-        let counters = b.counters.as_ref();
-        Lbr {
-            hw_index: b.hw_idx,
-            entries: b
-                .entries()
-                .enumerate()
-                .map(|(i, e)| Entry {
-                    from: e.from,
-                    to: e.to,
-                    mis: e.flags.mispred(),
-                    pred: e.flags.predicted(),
-                    in_tx: e.flags.in_tx(),
-                    abort: e.flags.abort(),
-                    cycles: e.flags.cycles(),
-                    branch_type: e.flags.branch_type(),
-                    branch_spec: e.flags.spec(),
-                    branch_priv: e.flags.privilege(),
-                    counter: counters.and_then(|c| c.get(i)),
-                })
-                .collect(),
-        }
-    });
-    Sample {
-        record_id: RecordId {
-            id: s.id.or(s.identifier),
-            stream_id: s.stream_id,
-            cpu: s.cpu,
-            task: s.thread.map(|t| task(t.pid, t.tid)),
-            time: s.time,
-        },
-        stat: s.read.as_ref().map(stat),
-        period: s.period,
-        cgroup: s.cgroup,
-        call_chain: s.callchain.as_ref().map(|c| c.ips.to_vec()),
-        user_stack: s.stack_user.as_ref().map(|st| {
-            let mut v = st.data.to_vec();
-            v.truncate(usize::try_from(st.dyn_size).unwrap_or(usize::MAX));
-            v
-        }),
-        data_addr: s.addr,
-        data_phys_addr: s.phys_addr,
-        data_page_size: s.data_page_size,
-        data_source: s.data_src.map(DataSource),
-        code_addr: s.ip.map(|ip| (ip, s.misc.exact_ip())),
-        code_page_size: s.code_page_size,
-        user_regs: s.regs_user.as_ref().and_then(regs),
-        intr_regs: s.regs_intr.as_ref().and_then(regs),
-        raw: s.raw.as_ref().map(|r| r.to_vec()),
-        lbr,
-        aux: s.aux.as_ref().map(|a| a.to_vec()),
-        txn: s.transaction.map(txn),
-        weight,
+}
+
+fn lbr(b: &core::BranchStack<'_>) -> Lbr {
+    let counters = b.counters.as_ref();
+    Lbr {
+        hw_index: b.hw_idx,
+        entries: b
+            .entries()
+            .enumerate()
+            .map(|(i, e)| Entry {
+                from: e.from,
+                to: e.to,
+                mis: e.flags.mispred(),
+                pred: e.flags.predicted(),
+                in_tx: e.flags.in_tx(),
+                abort: e.flags.abort(),
+                cycles: e.flags.cycles(),
+                branch_type: e.flags.branch_type(),
+                branch_spec: e.flags.spec(),
+                branch_priv: e.flags.privilege(),
+                counter: counters.and_then(|c| c.get(i)),
+            })
+            .collect(),
     }
 }
 
@@ -230,7 +293,8 @@ pub(crate) fn convert(record: core::Record<'_>, cfg: &ParseConfig) -> (Priv, Rec
     let cpumode = priv_of(record.misc().cpumode());
     let rid = |id: &core::SampleId| record_id(id, cfg);
     let out = match record {
-        C::Sample(s) => Record::Sample(Box::new(sample(s, cfg))),
+        // Samples are converted from their view (`Parser::parse_chunk`), never from here.
+        C::Sample(_) => Record::Unknown(Vec::new()),
         C::Mmap(m) => Record::Mmap(Box::new(Mmap {
             record_id: rid(&m.sample_id),
             executable: !m.misc.mmap_data(),

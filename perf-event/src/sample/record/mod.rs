@@ -7,6 +7,7 @@
 mod convert;
 mod types;
 
+pub use super::iter::RawRecord;
 pub use convert::Parser;
 pub use types::*;
 
