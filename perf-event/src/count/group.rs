@@ -119,7 +119,10 @@ impl CounterGroup {
         let mut a = attr::build(&event, &opts.borrow().to_opts());
         edit(&mut a);
         let target = self.leader.target.clone();
-        let member = Arc::new(Counter::open(event, a, target, Some(self.leader.fd()))?);
+        let member = match Counter::open(event, a, target, Some(self.leader.fd())) {
+            Ok(m) => Arc::new(m),
+            Err(e) => return Err(super::group_fit::explain_refused_member(self, e, &a)),
+        };
         self.siblings.push(Arc::clone(&member));
         let size = Stat::read_size(self.leader.attr.read_format | GROUP, self.len());
         self.buf.resize(size, 0);
