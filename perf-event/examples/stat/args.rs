@@ -13,7 +13,8 @@ fresh pages, a few sleeps), or, with -p or --duration, waits for the process or 
 
 options:
   -e, --event EVENT[,EVENT...]  events by perf-list name, repeatable: task-clock, page-faults:u,
-                                cycles:k, sched:sched_switch, msr/tsc/, cpu/event=0x3c/ ...
+                                cycles:k, sched:sched_switch, msr/tsc/, cpu/event=0x3c/ ...;
+                                '{a,b}' counts a group (on the PMU together, or not at all)
                                 (default: task-clock, context-switches, cpu-migrations,
                                 page-faults, cycles, instructions, branches, branch-misses)
   -a, --all-cpus                system-wide: every task on every online CPU (summed)
@@ -31,6 +32,8 @@ exit status: CMD's own, 0 without CMD; 1 when counting fails; 2 for bad argument
 #[derive(Debug, Default)]
 pub struct Args {
     pub events: Vec<String>,
+    /// Event groups (`{a,b}`): index ranges of `events`, each scheduled on the PMU as one.
+    pub groups: Vec<std::ops::Range<usize>>,
     pub all_cpus: bool,
     pub pids: Vec<u32>,
     pub duration: Option<Duration>,
@@ -67,7 +70,7 @@ pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
                 }
             };
             match name {
-                "event" => a.events.extend(split_events(&value("EVENT")?)?),
+                "event" => add_events(&mut a, &value("EVENT")?)?,
                 "all-cpus" => a.all_cpus = flag(name, &inline)?,
                 "pid" => a.pids.extend(parse_pids(&value("PID")?)?),
                 "duration" => a.duration = Some(parse_duration(&value("SECS")?)?),
@@ -96,7 +99,7 @@ pub fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
                     'j' => a.json = true,
                     'h' => a.help = true,
                     'e' => {
-                        a.events.extend(split_events(&value("EVENT")?)?);
+                        add_events(&mut a, &value("EVENT")?)?;
                         break;
                     }
                     'p' => {
@@ -172,30 +175,70 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// Splits `-e` text on the commas between events, not on those inside `pmu/terms/`.
-pub fn split_events(s: &str) -> Result<Vec<String>, String> {
-    if s.contains('{') || s.contains('}') {
-        return Err(format!(
-            "event groups ('{{a,b}}') are not supported by this example: {s:?}"
-        ));
-    }
+/// Adds the events (and groups) of one `-e` value.
+fn add_events(a: &mut Args, s: &str) -> Result<(), String> {
+    let (events, groups) = split_events(s)?;
+    let base = a.events.len();
+    a.events.extend(events);
+    a.groups
+        .extend(groups.into_iter().map(|g| g.start + base..g.end + base));
+    Ok(())
+}
+
+/// Splits `-e` text on the commas between events, not on those inside `pmu/terms/`; `{a,b}` makes a
+/// group (returned as index ranges of the events).
+pub fn split_events(s: &str) -> Result<(Vec<String>, Vec<std::ops::Range<usize>>), String> {
     let mut out = Vec::new();
+    let mut groups = Vec::new();
     let mut cur = String::new();
     let mut in_pmu = false;
+    let mut group_start = None;
+    let mut closed = false;
     for c in s.chars() {
+        if closed && c != ',' {
+            return Err(format!(
+                "modifiers after a group ('}}:u') are not supported by this example; put them on each \
+                 event: {s:?}"
+            ));
+        }
         match c {
             '/' => {
                 in_pmu = !in_pmu;
                 cur.push(c);
             }
-            ',' if !in_pmu => out.push(std::mem::take(&mut cur)),
+            '{' if !in_pmu => {
+                if group_start.is_some() || !cur.trim().is_empty() {
+                    return Err(format!("a '{{' inside an event or a group: {s:?}"));
+                }
+                group_start = Some(out.len());
+            }
+            '}' if !in_pmu => {
+                let Some(start) = group_start.take() else {
+                    return Err(format!("a '}}' without its '{{': {s:?}"));
+                };
+                out.push(std::mem::take(&mut cur));
+                groups.push(start..out.len());
+                closed = true;
+            }
+            ',' if !in_pmu => {
+                if closed {
+                    closed = false;
+                } else {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
             _ => cur.push(c),
         }
     }
-    out.push(cur);
+    if group_start.is_some() {
+        return Err(format!("a '{{' without its '}}': {s:?}"));
+    }
+    if !closed {
+        out.push(cur);
+    }
     let out: Vec<String> = out.into_iter().map(|e| e.trim().to_owned()).collect();
     if out.iter().any(String::is_empty) {
         return Err(format!("empty event name in {s:?}"));
     }
-    Ok(out)
+    Ok((out, groups))
 }
