@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+pub mod hw;
+
 /// Why a test cannot run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skip {
