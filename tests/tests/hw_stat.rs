@@ -187,10 +187,9 @@ fn multiplexed_events_show_their_running_fraction() {
         // The library's own scaling of a uniform loop is within 0.1% (hw_count); a whole command
         // (exec, page faults, then the loop) is less uniform over the rotations: 0.12-0.14% seen.
         assert!(worst < 0.005, "{:.4}% off", worst * 100.0);
-    } else {
-        // Cycles without icount follow the host's wall time.
-        assert!(worst < 0.5, "{:.2}% off", worst * 100.0);
     }
+    // Elsewhere cycles follow the clock (frequency scaling, or the host's load under qemu without
+    // icount): another run's count is no truth, so only the multiplexing is checked.
 }
 
 /// A busy child process to attach to, killed on drop.

@@ -619,8 +619,8 @@ fn bad_input_matrix() {
         let r = Counter::new(bp, ME, user());
         if cfg!(target_arch = "aarch64") {
             if r.is_ok() && tests::hw::kernel() < (6, 12) {
-                // Seen on the matrix's 5.10 and 6.1: the kernel shifts the byte mask past the
-                // doubleword and watches its first 7 bytes; 6.12 and later refuse.
+                // Seen on the matrix's 5.10 and 6.1 (6.12 and later refuse it): what the library
+                // tells the user then is the kernel's acceptance; Breakpoint's docs warn.
                 return Skipped(
                     "arm64 before Linux 6.12 accepts a watchpoint across a doubleword".into(),
                 );

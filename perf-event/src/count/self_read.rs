@@ -8,9 +8,11 @@
 //! and cannot be sent to another thread.
 //!
 //! On aarch64 the event must ask for user access when it is opened: [`SelfReadCounter::new`] sets the
-//! PMU's `rdpmc` format bit (`config1:1`, Linux 6.1), and the kernel grants it while
-//! `kernel.perf_user_access` is 1. On x86_64 nothing is needed at open: `rdpmc` is allowed for tasks that
-//! map a counter's page while `/sys/bus/event_source/devices/cpu/rdpmc` is 1 (the default).
+//! PMU's `rdpmc` format bit (`config1:1`), and the kernel grants it while the sysctl
+//! `kernel.perf_user_access` is on. Since Linux 6.1 on arm64: the arm64 kernel matrix reads from user
+//! space on 6.1, 6.12 and the newest, and falls back to `read(2)` on 5.10. On x86_64 nothing is needed at open: `rdpmc` is allowed
+//! for tasks that map a counter's page while `/sys/bus/event_source/devices/cpu/rdpmc` is 1 (the
+//! default); the matrix's x86 guests have no PMU, so that path is not proven there.
 //!
 //! [`UserPage::read_self`]: perf_core::UserPage::read_self
 
@@ -57,7 +59,8 @@ pub enum ReadPath {
 ///
 /// It derefs to its [`Counter`] (enable, disable, reset, ...); its own [`stat`](Self::stat) is the
 /// self-reading one. It is neither `Send` nor `Sync`: the hardware register read is only the counter's
-/// value on the thread it counts.
+/// value on the thread it counts. Its counter's one mapping is the page, so it has no
+/// [`Sampler`](crate::sample::Sampler) (the kernel refuses a second mapping of another size).
 ///
 /// ```no_run
 /// use perf_event::config::{Cpu, Opts, Proc};

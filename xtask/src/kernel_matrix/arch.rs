@@ -200,20 +200,24 @@ impl Arch {
     }
 
     /// Lines of the guest's `/init` for this architecture and mode, before the tests run.
-    pub fn init_lines(self, mode: Mode) -> &'static str {
-        match (self, mode) {
-            (Arch::X86_64, _) => "",
-            (Arch::Aarch64, Mode::Suite) => {
-                "# User-space counter reads (Linux 6.1+; absent on 5.10, where they fall back to read(2)).\n\
-                 echo 1 > /proc/sys/kernel/perf_user_access 2>/dev/null\n"
-            }
-            (Arch::Aarch64, Mode::Exact) => {
-                "# User-space counter reads (Linux 6.1+; absent on 5.10, where they fall back to read(2)).\n\
+    pub fn init_lines(self, mode: Mode) -> String {
+        let mut lines = String::new();
+        if self == Arch::Aarch64 {
+            lines.push_str(
+                "# User-space counter reads (Linux 6.1+; 5.10 has no switch and falls back to read(2)).\n\
                  echo 1 > /proc/sys/kernel/perf_user_access 2>/dev/null\n\
-                 # qemu's PMU under -icount shift=0 -smp 1: the hw_* tests assert exact counts.\n\
-                 export PERF_TEST_EXACT_PMU=1\n"
+                 # PMU interrupts look slow under emulation: keep the kernel from lowering\n\
+                 # perf_event_max_sample_rate while the tests sample (the record example asks 4000 Hz).\n\
+                 echo 0 > /proc/sys/kernel/perf_cpu_time_max_percent\n",
+            );
+            if mode == Mode::Exact {
+                lines.push_str(
+                    "# qemu's PMU under -icount shift=0 -smp 1: the hw_* tests assert exact counts.\n\
+                     export PERF_TEST_EXACT_PMU=1\n",
+                );
             }
         }
+        lines
     }
 }
 
