@@ -415,9 +415,17 @@ fn build_tests(arch: Arch, only: &[String]) -> Result<Vec<TestBinary>, String> {
 /// Builds the examples of `perf-event` for `arch`'s musl target (the `*_example` tests drive them: in
 /// the guest there is no cargo to build them); returns them.
 fn build_examples(arch: Arch) -> Result<Vec<TestBinary>, String> {
+    // With the features the tests crate gives perf-event, so the library built for the tests is reused.
     let stdout = cargo_json(
         arch,
-        &["build", "-p", "perf-event", "--examples"],
+        &[
+            "build",
+            "-p",
+            "perf-event",
+            "--examples",
+            "--features",
+            "serde",
+        ],
         "the perf-event examples",
     )?;
     let mut bins = Vec::new();
