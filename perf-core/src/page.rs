@@ -405,32 +405,44 @@ mod arch {
 
 #[cfg(all(target_arch = "aarch64", not(miri)))]
 mod arch {
-    /// Reads PMU counter `counter` (the page's `index - 1`): 31 is the cycle counter `PMCCNTR_EL0`, others
-    /// are event counters selected through `PMSELR_EL0` and read from `PMXEVCNTR_EL0`.
+    /// `mrs` of `PMEVCNTR<n>_EL0` for each listed `n`: the event counters are read directly, not through
+    /// the `PMSELR_EL0` selector, whose value the kernel (an interrupt's counter access on older kernels,
+    /// a context switch) may change between the select and the read with nothing in the page telling.
+    macro_rules! read_evcntr {
+        ($counter:expr; $($n:literal)*) => {
+            match $counter {
+                $($n => {
+                    let value: u64;
+                    // SAFETY: see `read_counter`; reading a system register has no memory effects.
+                    unsafe {
+                        std::arch::asm!(concat!("mrs {v}, pmevcntr", stringify!($n), "_el0"),
+                            v = out(reg) value, options(nomem, nostack, preserves_flags));
+                    }
+                    Some(value)
+                })*
+                _ => None,
+            }
+        };
+    }
+
+    /// Reads PMU counter `counter` (the page's `index - 1`): 31 is the cycle counter `PMCCNTR_EL0` (the
+    /// kernel's index 32), `n` below 31 is the event counter `PMEVCNTR<n>_EL0` (index `n + 1`).
     ///
     /// Only called with a counter the kernel advertised (`cap_user_rdpmc`, `index != 0`) in a consistent page
-    /// snapshot: the kernel has then enabled EL0 reads (PMUSERENR_EL0.ER/CR, `perf_user_access`), so the
-    /// instructions do not trap. The kernel zeroes PMSELR_EL0 whenever it changes the page's lock, and the
-    /// seqlock retry covers a selection lost in between.
+    /// snapshot: the kernel has then enabled EL0 reads of the counters (PMUSERENR_EL0.ER and .CR, for tasks
+    /// with a user-access event when `kernel.perf_user_access` is 1, Linux 6.1+), so the instructions do
+    /// not trap.
     pub(super) fn read_counter(counter: u32) -> Option<u64> {
-        let value: u64;
         if counter == 31 {
+            let value: u64;
             // SAFETY: see above; reading a system register has no memory effects.
             unsafe {
                 std::arch::asm!("mrs {v}, pmccntr_el0", v = out(reg) value,
                     options(nomem, nostack, preserves_flags));
             }
-        } else if counter < 31 {
-            // SAFETY: see above; selecting and reading an event counter has no memory effects.
-            unsafe {
-                std::arch::asm!("msr pmselr_el0, {i}", "isb", "mrs {v}, pmxevcntr_el0",
-                    i = in(reg) u64::from(counter), v = out(reg) value,
-                    options(nomem, nostack, preserves_flags));
-            }
-        } else {
-            return None;
+            return Some(value);
         }
-        Some(value)
+        read_evcntr!(counter; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30)
     }
 
     /// The virtual counter `CNTVCT_EL0` (the arch timer the kernel's time fields are based on).

@@ -39,8 +39,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
-use perf_event::config::{online_cpus, Cpu, Inherit, OnExecve, Opts, Proc};
-use perf_event::count::Counter;
+use perf_event::config::{online_cpus, sibling, Cpu, Inherit, OnExecve, Opts, Proc};
+use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
 use perf_event::event::Event;
 use perf_event::perf_sys as sys;
@@ -78,6 +78,9 @@ struct Spec {
     kind: Kind,
     /// A default hardware event: any failure to open it reads `<not supported>`.
     optional: bool,
+    /// In a group (`{a,b}`): the leader's index in the specs, and this event's place in the group
+    /// (0 for the leader).
+    group: Option<(usize, usize)>,
 }
 
 /// Where the counters are opened.
@@ -111,6 +114,13 @@ enum Opened {
     /// Counting the kernel was refused, and the event happens only in the kernel (a tracepoint,
     /// a context switch): the user-space-only fallback would count 0, so it is not counted.
     KernelOnly,
+    /// A group's leader: one group per target (thread, CPU); the members' specs point here.
+    Group(Vec<CounterGroup>),
+    /// A group member: its leader's spec index and its place in the group.
+    Member {
+        leader: usize,
+        index: usize,
+    },
 }
 
 fn run() -> Result<ExitCode, Fail> {
@@ -172,9 +182,16 @@ fn run() -> Result<ExitCode, Fail> {
     // Open every counter (as late as possible: right before what is measured starts).
     let mut opened = Vec::with_capacity(specs.len());
     for spec in &specs {
-        opened.push(open_event(spec, &target, &opts)?);
+        opened.push(match spec.group {
+            Some((leader, 0)) => open_group(&specs, leader, &target, &opts)?,
+            Some((leader, index)) => Opened::Member { leader, index },
+            None => open_event(spec, &target, &opts)?,
+        });
     }
-    if !opened.iter().any(|o| matches!(o, Opened::Counters { .. })) {
+    if !opened
+        .iter()
+        .any(|o| matches!(o, Opened::Counters { .. } | Opened::Group(_)))
+    {
         if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
             return Err(Fail::Error(format!(
                 "no event could be opened: {e}{}",
@@ -192,10 +209,14 @@ fn run() -> Result<ExitCode, Fail> {
     let manual = !matches!(target, Target::Child);
     let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
         for o in &opened {
-            if let Opened::Counters { counters, .. } = o {
-                for c in counters {
-                    f(c).map_err(|e| Fail::Error(e.to_string()))?;
-                }
+            // A group's members are opened enabled and count while their leader does.
+            let counters: Vec<&Counter> = match o {
+                Opened::Counters { counters, .. } => counters.iter().collect(),
+                Opened::Group(groups) => groups.iter().map(CounterGroup::leader).collect(),
+                _ => Vec::new(),
+            };
+            for c in counters {
+                f(c).map_err(|e| Fail::Error(e.to_string()))?;
             }
         }
         Ok(())
@@ -279,13 +300,29 @@ fn run() -> Result<ExitCode, Fail> {
     let mut kernel_only = Vec::new();
     let mut user_space_of_kernel_event = Vec::new();
     for (spec, o) in specs.iter().zip(&opened) {
+        // Every member reads its own fd: its count and the group's times, children's included.
+        let grouped: Vec<&Counter> = match o {
+            Opened::Group(groups) => groups.iter().map(CounterGroup::leader).collect(),
+            Opened::Member { leader, index } => match &opened[*leader] {
+                Opened::Group(groups) => groups
+                    .iter()
+                    .filter_map(|g| g.siblings().get(index - 1).map(|c| &**c))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
         let (name, value) = match o {
-            Opened::Counters {
-                counters,
-                user_only: u,
-            } => {
+            Opened::Counters { .. } | Opened::Group(_) | Opened::Member { .. } => {
+                let (counters, u): (Vec<&Counter>, bool) = match o {
+                    Opened::Counters {
+                        counters,
+                        user_only,
+                    } => (counters.iter().collect(), *user_only),
+                    _ => (grouped, false),
+                };
                 let (mut count, mut enabled, mut running) = (0u64, 0u64, 0u64);
-                for c in counters {
+                for c in &counters {
                     let s = c
                         .stat()
                         .map_err(|e| Fail::Error(format!("reading {}: {e}", spec.name)))?;
@@ -293,14 +330,14 @@ fn run() -> Result<ExitCode, Fail> {
                     enabled = enabled.saturating_add(s.time_enabled.unwrap_or(0));
                     running = running.saturating_add(s.time_running.unwrap_or(0));
                 }
-                let name = if *u {
+                let name = if u {
                     user_only.push(spec.name.clone());
                     format!("{}:u", spec.name)
                 } else {
                     spec.name.clone()
                 };
                 // Asked for as user space only (`sched:sched_switch:u`): it can only count 0.
-                if !*u
+                if !u
                     && happens_in_kernel(&spec.event)
                     && counters.iter().all(|c| c.attr().exclude_kernel() == 1)
                 {
@@ -413,9 +450,19 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     };
     let mut specs = Vec::new();
     for name in names {
-        for (event, name) in parse_events(&name).map_err(Fail::Error)? {
+        // A group's index in this `-e` list -> its leader's index in `specs`.
+        let mut leaders: Vec<(usize, usize)> = Vec::new();
+        for (event, name, group) in parse_events(&name).map_err(Fail::Error)? {
             let kind = kind_of(&event);
+            let group = group.map(|g| match leaders.iter().find(|(id, _)| *id == g) {
+                Some(&(_, leader)) => (leader, specs.len() - leader),
+                None => {
+                    leaders.push((g, specs.len()));
+                    (specs.len(), 0)
+                }
+            });
             specs.push(Spec {
+                group,
                 optional: optional_hw && event.ty() == sys::PERF_TYPE_HARDWARE,
                 event,
                 name,
@@ -427,17 +474,18 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
 }
 
 /// The events `text` names in perf's grammar (`cycles:u`, `msr/tsc/`, `sched:sched_*`, a comma
-/// list), each with the name to print: one per PMU for a hybrid CPU's `cycles`
-/// (`cpu_core/cycles/`, `cpu_atom/cycles/`), as `perf stat --no-merge` prints them.
-fn parse_events(text: &str) -> Result<Vec<(Event, String)>, String> {
+/// list, groups `{a,b}`), each with the name to print and the index of its group in the list: one per
+/// PMU for a hybrid CPU's `cycles` (`cpu_core/cycles/`, `cpu_atom/cycles/`), as `perf stat --no-merge`
+/// prints them.
+fn parse_events(text: &str) -> Result<Vec<(Event, String, Option<usize>)>, String> {
     let list = Machine::current()
         .parse(text)
         .map_err(|e| event_error(text, Error::from(e.clone()), &e.to_string()))?;
     Ok(list
         .into_iter()
         .map(|e| {
-            let name = e.name().to_owned();
-            (e.into_event(), name)
+            let (name, group) = (e.name().to_owned(), e.group());
+            (e.into_event(), name, group)
         })
         .collect())
 }
@@ -529,6 +577,37 @@ fn open_event(spec: &Spec, target: &Target, opts: &Opts) -> Result<Opened, Fail>
         Err(_) if spec.optional => Ok(Opened::NotSupported),
         Err(e) => Err(Fail::Error(e.to_string())),
     }
+}
+
+/// Opens the group whose leader is `specs[leader]`, once per thread or CPU of `target`: the leader as
+/// `opts` say, the members enabled (they count while the leader does, as `perf stat` opens them).
+fn open_group(specs: &[Spec], leader: usize, target: &Target, opts: &Opts) -> Result<Opened, Fail> {
+    let members: Vec<&Spec> = specs
+        .iter()
+        .filter(|s| s.group.is_some_and(|(l, _)| l == leader))
+        .collect();
+    let names: Vec<&str> = members.iter().map(|s| s.name.as_str()).collect();
+    let fail = |e: Error| Fail::Error(format!("group {{{}}}: {e}", names.join(",")));
+    let member_opts = sibling::Opts {
+        exclude: opts.exclude.clone(),
+        inherit: opts.inherit,
+        stat_format: sibling::StatFormat {
+            time_enabled: true,
+            time_running: true,
+            ..Default::default()
+        },
+        enable: true,
+        ..Default::default()
+    };
+    let mut groups = Vec::new();
+    for leader_counter in open_on(&members[0].event, target, opts).map_err(fail)? {
+        let mut g = CounterGroup::from(leader_counter);
+        for m in &members[1..] {
+            g.add(&m.event, &member_opts).map_err(fail)?;
+        }
+        groups.push(g);
+    }
+    Ok(Opened::Group(groups))
 }
 
 fn open_on(event: &Event, target: &Target, opts: &Opts) -> perf_event::Result<Vec<Counter>> {

@@ -325,12 +325,36 @@ fn missing_detail(req: &OpenRequest<'_>, errno: i32) -> String {
             names.join(" ")
         );
     }
+    // The CPU PMU by its sysfs name (`cpu`, `armv8_pmuv3_0`, ...): the generic types go to it.
+    let cpu_names: Vec<String> = pmus()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| crate::sys::is_cpu_pmu(n))
+        .collect();
+    let cpu_pmu = || format!("the hardware PMU {}", cpu_names.join("/"));
+    if hw && errno == libc::ENOENT && ty != sys::PERF_TYPE_RAW {
+        let what = if ty == sys::PERF_TYPE_HARDWARE {
+            "generic hardware event"
+        } else {
+            "generic cache event"
+        };
+        let pmu_dir = match cpu_names.as_slice() {
+            [one] => one.as_str(),
+            _ => "<pmu>",
+        };
+        return format!(
+            "{} does not count this {what} (config {:#x}); the events it has are listed in {}/{pmu_dir}/events",
+            cpu_pmu(),
+            req.attr.config,
+            crate::sys::PMU_DIR
+        );
+    }
     let pmu = match ty {
-        sys::PERF_TYPE_HARDWARE => "the hardware PMU".to_owned(),
+        sys::PERF_TYPE_HARDWARE => cpu_pmu(),
         sys::PERF_TYPE_SOFTWARE => "the software PMU".to_owned(),
         sys::PERF_TYPE_TRACEPOINT => "the tracepoint PMU".to_owned(),
-        sys::PERF_TYPE_HW_CACHE => "the hardware PMU (cache events)".to_owned(),
-        sys::PERF_TYPE_RAW => "the hardware PMU (raw events)".to_owned(),
+        sys::PERF_TYPE_HW_CACHE => format!("{} (cache events)", cpu_pmu()),
+        sys::PERF_TYPE_RAW => format!("{} (raw events)", cpu_pmu()),
         sys::PERF_TYPE_BREAKPOINT => "the breakpoint PMU".to_owned(),
         t => match pmu_name(t) {
             Some(n) => format!("PMU {n:?} (type {t})"),
@@ -362,6 +386,12 @@ fn invalid_detail(req: &OpenRequest<'_>, errno: i32) -> String {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         if a.bp_type == sys::HW_BREAKPOINT_R {
             return "x86 has no read-only breakpoints; use a read/write (Rw) breakpoint".into();
+        }
+        if cfg!(target_arch = "aarch64") {
+            return "the breakpoint was refused: on arm64 a data breakpoint must lie inside one \
+                    aligned 8-byte doubleword (address % 8 + length <= 8) and an execution \
+                    breakpoint needs a 4-byte aligned user-space address"
+                .into();
         }
         return "the breakpoint was refused: check the address (user space, aligned to its \
                 length) and the length (1, 2, 4 or 8 for data, the instruction size for X)"

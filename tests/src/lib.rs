@@ -14,6 +14,8 @@ pub struct ReadmeDoctests;
 
 use std::time::{Duration, Instant};
 
+pub mod hw;
+
 /// Why a test cannot run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skip {

@@ -837,16 +837,29 @@ fn bad_input_matrix() {
         if !has_pmu("breakpoint") {
             return Skipped("no breakpoint PMU".into());
         }
+        // 8 bytes at +1 cross the unit one debug register watches: an 8-aligned quadword on x86
+        // (aligned to the length), one aligned doubleword on arm64.
         let addr = &BP_TARGETS[0] as *const u64 as u64 + 1;
         let bp = Breakpoint {
             ty: Type::Rw(Len::_8),
             addr,
         };
-        expect(
-            Counter::new(bp, ME, user()),
-            |e| matches!(e, Error::Open { .. }),
-            &["aligned"],
-        )
+        let r = Counter::new(bp, ME, user());
+        if cfg!(target_arch = "aarch64") {
+            if r.is_ok() && tests::hw::kernel() < (6, 12) {
+                // Seen on the matrix's 5.10 and 6.1 (6.12 and later refuse it): what the library
+                // tells the user then is the kernel's acceptance; Breakpoint's docs warn.
+                return Skipped(
+                    "arm64 before Linux 6.12 accepts a watchpoint across a doubleword".into(),
+                );
+            }
+            return expect(
+                r,
+                |e| matches!(e, Error::Open { .. }),
+                &["aligned", "doubleword"],
+            );
+        }
+        expect(r, |e| matches!(e, Error::Open { .. }), &["aligned"])
     });
     m.case("read-only breakpoint on x86", || {
         if !cfg!(target_arch = "x86_64") || !has_pmu("breakpoint") {

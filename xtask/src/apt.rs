@@ -1,5 +1,6 @@
 //! A private apt for one Debian suite: its own sources list, package lists, cache and an empty dpkg status
-//! under `target/xtask/apt/SUITE`, so the host's apt configuration and package state are never touched.
+//! under `target/xtask/apt/SUITE` (`SUITE-ARCH` for a foreign architecture such as `arm64`), so the host's
+//! apt configuration and package state are never touched.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -40,17 +41,32 @@ pub fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
 pub struct Apt {
     suite: String,
     dir: PathBuf,
+    /// The Debian architecture whose packages are listed (`arm64`), or `None` for the host's.
+    arch: Option<String>,
 }
 
 impl Apt {
     /// Prepares the private folder of `suite` (creates it, writes its sources list); touches no network.
     pub fn new(suite: &str) -> Result<Self, String> {
+        Self::with_dir(suite, suite_dir(suite), None)
+    }
+
+    /// Like [`Apt::new`], for the packages of Debian architecture `arch` (`arm64`): its own folder
+    /// `target/xtask/apt/SUITE-ARCH`, whose lists hold that architecture only. `amd64` is [`Apt::new`].
+    pub fn for_arch(suite: &str, arch: &str) -> Result<Self, String> {
+        if arch == "amd64" {
+            return Self::new(suite);
+        }
+        let dir = suite_dir(&format!("{suite}-{arch}"));
+        Self::with_dir(suite, dir, Some(arch.to_string()))
+    }
+
+    fn with_dir(suite: &str, dir: PathBuf, arch: Option<String>) -> Result<Self, String> {
         if !Path::new(KEYRING).is_file() {
             return Err(format!(
                 "{KEYRING} is missing: install debian-archive-keyring"
             ));
         }
-        let dir = suite_dir(suite);
         for sub in ["lists/partial", "cache/archives/partial", "deb"] {
             fs::create_dir_all(dir.join(sub))
                 .map_err(|e| format!("create {}: {e}", dir.display()))?;
@@ -63,6 +79,7 @@ impl Apt {
         Ok(Self {
             suite: suite.to_string(),
             dir,
+            arch,
         })
     }
 
@@ -73,7 +90,7 @@ impl Apt {
 
     fn options(&self) -> Vec<String> {
         let dir = &self.dir;
-        vec![
+        let mut opts = vec![
             format!(
                 "-oDir::Etc::SourceList={}",
                 dir.join("sources.list").display()
@@ -85,7 +102,14 @@ impl Apt {
             "-oAcquire::Languages=none".into(),
             "-oAPT::Sandbox::User=root".into(),
             "-qq".into(),
-        ]
+        ];
+        if let Some(arch) = &self.arch {
+            // The foreign architecture as the "native" one of this private apt: its lists only, and
+            // package names without an `:arch` suffix mean its packages.
+            opts.push(format!("-oAPT::Architecture={arch}"));
+            opts.push(format!("-oAPT::Architectures={arch}"));
+        }
+        opts
     }
 
     /// Whether package lists were downloaded before (by [`Apt::update`]).

@@ -4,7 +4,8 @@
 //! cargo xtask fetch-headers SUITE            download Debian's linux-libc-dev for SUITE into target/xtask/headers/SUITE
 //! cargo xtask bindgen --headers DIR          generate perf-sys/src/bindings/linux_X_Y.rs from the UAPI headers in DIR
 //! cargo xtask bindgen --check [--fetch]      regenerate from every cached header set and fail on any difference
-//! cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]
+//! cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2]
+//!                            [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]
 //!                                            run the tests crate on each Debian kernel under qemu
 //! cargo xtask pmu-events [--source DIR] [--check]
 //!                                            regenerate perf-event's table of the kernel's JSON events
@@ -26,7 +27,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]",
         SUITES.join(", ")
     );
     ExitCode::from(2)

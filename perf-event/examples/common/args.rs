@@ -39,10 +39,10 @@ pub fn pids(s: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// The `-e` text: event names separated by commas, as `perf stat -e` takes them.
-///
-/// The only place that splits `-e` (a comma inside `pmu/terms/` belongs to the event); what each
-/// name means is `perf_event::event::Event::parse`'s business.
+/// The `-e` text of record: event names separated by commas (a comma inside `pmu/terms/` belongs to
+/// the event); what each name means is `perf_event::event::Event::parse`'s business. stat hands its
+/// whole `-e` text, groups included, to `perf_event::event::spec`.
+#[allow(dead_code)] // stat includes this module too
 pub fn event_list(s: &str) -> Result<Vec<String>, String> {
     if s.contains('{') || s.contains('}') {
         return Err(format!(

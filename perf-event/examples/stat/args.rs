@@ -15,7 +15,8 @@ fresh pages, a few sleeps), or, with -p or --duration, waits for the process or 
 
 options:
   -e, --event EVENT[,EVENT...]  events by perf-list name, repeatable: task-clock, page-faults:u,
-                                cycles:k, sched:sched_switch, msr/tsc/, cpu/event=0x3c/ ...
+                                cycles:k, sched:sched_switch, msr/tsc/, cpu/event=0x3c/ ...,
+                                '{a,b}' counts a group (on the PMU together, or not at all)
                                 (default: task-clock, context-switches, cpu-migrations,
                                 page-faults, cycles, instructions, branches, branch-misses)
   -a, --all-cpus                system-wide: every task on every online CPU (summed)
@@ -49,9 +50,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     let mut p = Parser::from_args(args);
     while let Some(arg) = p.next().map_err(cli::usage)? {
         match arg {
-            Arg::Short('e') | Arg::Long("event") => a
-                .events
-                .extend(cli::event_list(&cli::value(&mut p, "EVENT")?)?),
+            // The whole list goes to perf's grammar (commas inside `pmu/terms/`, groups `{a,b}`).
+            Arg::Short('e') | Arg::Long("event") => a.events.push(cli::value(&mut p, "EVENT")?),
             Arg::Short('a') | Arg::Long("all-cpus") => a.all_cpus = true,
             Arg::Short('p') | Arg::Long("pid") => {
                 a.pids.extend(cli::pids(&cli::value(&mut p, "PID")?)?)

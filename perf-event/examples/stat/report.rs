@@ -101,6 +101,8 @@ struct Metric {
     value: f64,
     unit: String,
     percent: bool,
+    /// Digits after the point: perf prints insn per cycle with 2, its other ratios with 3.
+    decimals: usize,
 }
 
 impl Report {
@@ -118,6 +120,7 @@ impl Report {
             value,
             unit: unit.into(),
             percent: false,
+            decimals: 3,
         };
         match row.kind {
             Kind::Clock => {
@@ -128,7 +131,10 @@ impl Report {
             Kind::Instructions => self
                 .total(Kind::Cycles)
                 .filter(|&c| c > 0.0)
-                .map(|c| plain(count / c, "insn per cycle")),
+                .map(|c| Metric {
+                    decimals: 2,
+                    ..plain(count / c, "insn per cycle")
+                }),
             Kind::BranchMisses => self
                 .total(Kind::Branches)
                 .filter(|&b| b > 0.0)
@@ -136,6 +142,7 @@ impl Report {
                     value: count * 100.0 / b,
                     unit: "of all branches".into(),
                     percent: true,
+                    decimals: 2,
                 }),
             Kind::Branches | Kind::Other => clock.map(|c| {
                 let per_sec = count * 1e9 / c;
@@ -195,6 +202,10 @@ impl Report {
                 Some(m) if m.percent => {
                     let _ = write!(line, "# {:>7.2}% {:<23}", m.value, m.unit);
                 }
+                // perf: "#    1.234 GHz", "#    2.26  insn per cycle".
+                Some(m) if m.decimals == 2 => {
+                    let _ = write!(line, "# {:>7.2}  {:<23}", m.value, m.unit);
+                }
                 Some(m) => {
                     let _ = write!(line, "# {:>8.3} {:<23}", m.value, m.unit);
                 }
@@ -238,7 +249,7 @@ impl Report {
             let (run, pct) = row.value.run_pct();
             let (mv, mu) = match self.metric(row) {
                 Some(m) if m.percent => (format!("{:.2}", m.value), m.unit),
-                Some(m) => (format!("{:.3}", m.value), m.unit),
+                Some(m) => (format!("{:.*}", m.decimals, m.value), m.unit),
                 None => (String::new(), String::new()),
             };
             let fields = [

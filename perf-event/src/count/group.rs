@@ -123,7 +123,10 @@ impl CounterGroup {
         let default_lost = default_lost && a.read_format & super::FORMAT_LOST != 0;
         let target = self.leader.target.clone();
         let leader = Some(self.leader.fd());
-        let member = Arc::new(Counter::open(event, a, target, leader, default_lost)?);
+        let member = match Counter::open(event, a, target, leader, default_lost) {
+            Ok(m) => Arc::new(m),
+            Err(e) => return Err(super::group_fit::explain_refused_member(self, e, &a)),
+        };
         self.siblings.push(Arc::clone(&member));
         let size = Stat::read_size(self.leader.attr.read_format | GROUP, self.len());
         self.buf.resize(size, 0);

@@ -1,4 +1,5 @@
-//! Counting: [`Counter`], [`CounterGroup`], per-CPU sets ([`PerCpu`]) and their [`Stat`]s.
+//! Counting: [`Counter`], [`CounterGroup`], per-CPU sets ([`PerCpu`]) and their [`Stat`]s; a counter of
+//! the calling thread read from user space without a syscall ([`SelfReadCounter`]).
 //!
 //! ```no_run
 //! use perf_event::config::{Cpu, Opts, Proc};
@@ -16,13 +17,16 @@
 //! ```
 
 mod group;
+mod group_fit;
 mod merged;
 mod per_cpu;
+mod self_read;
 mod stat;
 
 pub use group::CounterGroup;
 pub use merged::{MergedCounter, MergedStat};
 pub use per_cpu::PerCpu;
+pub use self_read::{ReadPath, SelfReadCounter};
 pub use stat::{GroupStat, Scaled, SiblingStat, Stat};
 
 use std::borrow::Borrow;

@@ -9,13 +9,18 @@ use perf_sys as sys;
 use super::Event;
 
 /// A breakpoint on `addr`.
+///
+/// A debug register watches one aligned unit: on x86 the data address must be aligned to the length;
+/// on arm64 the watched bytes must lie inside one aligned 8-byte doubleword (`addr % 8 + len <= 8`).
+/// arm64 kernels before 6.12 (5.10 and 6.1 in the kernel matrix) accept a watchpoint that crosses
+/// the doubleword, which one debug register cannot watch whole; 6.12 and later refuse it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[doc(alias = "PERF_TYPE_BREAKPOINT")]
 pub struct Breakpoint {
     /// What access triggers it.
     pub ty: Type,
-    /// The address: a data address aligned to the length, or an instruction address for [`Type::X`].
+    /// The address: a data address (aligned as above), or an instruction address for [`Type::X`].
     pub addr: u64,
 }
 

@@ -46,6 +46,16 @@ impl Run {
             (p + b.passed, f + b.failed, s + b.skipped)
         })
     }
+
+    /// Like [`Run::totals`], over the binaries whose names start with `prefix` (the hardware tests).
+    pub fn hw_totals(&self, prefix: &str) -> (usize, usize, usize) {
+        self.binaries
+            .iter()
+            .filter(|b| b.name.starts_with(prefix))
+            .fold((0, 0, 0), |(p, f, s), b| {
+                (p + b.passed, f + b.failed, s + b.skipped)
+            })
+    }
 }
 
 /// Strips the serial console's carriage returns and terminal escapes from a line.
@@ -273,5 +283,7 @@ test s ... ";
         let s = &run.binaries[1];
         assert_eq!((s.passed, s.failed, s.rc), (0, 1, None));
         assert_eq!(run.totals(), (1, 2, 1));
+        assert_eq!(run.hw_totals("count"), (1, 1, 1));
+        assert_eq!(run.hw_totals("hw_"), (0, 0, 0));
     }
 }
