@@ -74,7 +74,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
 pub struct Case {
     /// `PERF_CPUID` for perf, or `-` for the guest's own.
     pub cpuid: String,
-    /// `s` (perf stat), `r` (perf record) or `x` (perf stat, expected to reject).
+    /// `s` (perf stat), `r` (perf record), `x` (perf stat, expected to reject) or `n` (perf stat,
+    /// which perf 6.1 rejects and newer perf and this parser accept).
     pub mode: char,
     /// The event string, verbatim.
     pub text: String,
@@ -94,7 +95,7 @@ pub fn read_corpus(text: &str) -> Result<Vec<Case>, String> {
         }
         let mut chars = line.chars();
         match (chars.next(), chars.next()) {
-            (Some(m @ ('s' | 'r' | 'x')), Some(' ')) => cases.push(Case {
+            (Some(m @ ('s' | 'r' | 'x' | 'n')), Some(' ')) => cases.push(Case {
                 cpuid: cpuid.clone(),
                 mode: m,
                 text: line[2..].to_string(),
