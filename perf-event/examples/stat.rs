@@ -18,6 +18,10 @@
 //!
 //! Without a command, the counters are enabled around a built-in workload run on this thread (so
 //! the example prints real numbers anywhere), or, with `-p PID` or `--duration`, around a wait.
+//!
+//! On a hybrid CPU a generalized event (`cycles`) is opened once per core PMU (`cpu_core`,
+//! `cpu_atom`); like perf, its rows are summed back into one `cycles` row (counts and times), and
+//! `--no-merge` prints one row per PMU (`cpu_core/cycles/`, `cpu_atom/cycles/`).
 #![forbid(unsafe_code)]
 
 #[path = "stat/args.rs"]
@@ -47,7 +51,7 @@ use perf_event::perf_sys as sys;
 use perf_event::Error;
 
 use args::Args;
-use report::{Kind, Report, Row, Value};
+use report::{Kind, MergeKey, Report, Row, Value};
 
 /// Why the run stopped early: a usage error (exit 2) or a failure (exit 1).
 enum Fail {
@@ -75,6 +79,9 @@ fn main() -> ExitCode {
 struct Spec {
     event: Event,
     name: String,
+    /// The name of the sum of one event's per-PMU copies, and this copy's PMU (see `report::merge`).
+    merge_name: String,
+    pmu: Option<String>,
     kind: Kind,
     /// A default hardware event: any failure to open it reads `<not supported>`.
     optional: bool,
@@ -295,6 +302,7 @@ fn run() -> Result<ExitCode, Fail> {
 
     // Read and sum.
     let mut rows = Vec::with_capacity(specs.len());
+    let mut keys = Vec::with_capacity(specs.len());
     let mut user_only = Vec::new();
     let mut denied = Vec::new();
     let mut kernel_only = Vec::new();
@@ -336,6 +344,7 @@ fn run() -> Result<ExitCode, Fail> {
                 } else {
                     spec.name.clone()
                 };
+
                 // Asked for as user space only (`sched:sched_switch:u`): it can only count 0.
                 if !u
                     && happens_in_kernel(&spec.event)
@@ -355,6 +364,16 @@ fn run() -> Result<ExitCode, Fail> {
                 (spec.name.clone(), Value::NotPermitted)
             }
         };
+        // The copies of one event on several PMUs sum to one row (with the `:u` of a fallback).
+        let suffix = if name.ends_with(":u") && !spec.name.ends_with(":u") {
+            ":u"
+        } else {
+            ""
+        };
+        keys.push(MergeKey {
+            name: format!("{}{suffix}", spec.merge_name),
+            pmu: spec.pmu.clone(),
+        });
         rows.push(Row {
             name,
             kind: spec.kind,
@@ -382,6 +401,12 @@ fn run() -> Result<ExitCode, Fail> {
     let user_sys = match (&what, before, after) {
         (Run::Command | Run::Builtin, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
         _ => None,
+    };
+    // One row per event as written, its per-PMU copies summed, unless --no-merge.
+    let rows = if a.no_merge {
+        rows
+    } else {
+        report::merge(rows, &keys)
     };
     let report = Report {
         title,
@@ -452,7 +477,7 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     for name in names {
         // A group's index in this `-e` list -> its leader's index in `specs`.
         let mut leaders: Vec<(usize, usize)> = Vec::new();
-        for (event, name, group) in parse_events(&name).map_err(Fail::Error)? {
+        for (event, name, group, merge_name, pmu) in parse_events(&name).map_err(Fail::Error)? {
             let kind = kind_of(&event);
             let group = group.map(|g| match leaders.iter().find(|(id, _)| *id == g) {
                 Some(&(_, leader)) => (leader, specs.len() - leader),
@@ -466,6 +491,8 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
                 optional: optional_hw && event.ty() == sys::PERF_TYPE_HARDWARE,
                 event,
                 name,
+                merge_name,
+                pmu,
                 kind,
             });
         }
@@ -473,11 +500,14 @@ fn resolve_events(a: &Args) -> Result<Vec<Spec>, Fail> {
     Ok(specs)
 }
 
+/// One parsed event: the event, the name to print, the index of its group in the list, the name of
+/// its per-PMU copies' sum, and its PMU.
+type Parsed = (Event, String, Option<usize>, String, Option<String>);
+
 /// The events `text` names in perf's grammar (`cycles:u`, `msr/tsc/`, `sched:sched_*`, a comma
-/// list, groups `{a,b}`), each with the name to print and the index of its group in the list: one per
-/// PMU for a hybrid CPU's `cycles` (`cpu_core/cycles/`, `cpu_atom/cycles/`), as `perf stat --no-merge`
-/// prints them.
-fn parse_events(text: &str) -> Result<Vec<(Event, String, Option<usize>)>, String> {
+/// list, groups `{a,b}`): one per PMU for a hybrid CPU's `cycles` (`cpu_core/cycles/`,
+/// `cpu_atom/cycles/`), which `report::merge` sums back to one `cycles` row unless `--no-merge`.
+fn parse_events(text: &str) -> Result<Vec<Parsed>, String> {
     let list = Machine::current()
         .parse(text)
         .map_err(|e| event_error(text, Error::from(e.clone()), &e.to_string()))?;
@@ -485,7 +515,8 @@ fn parse_events(text: &str) -> Result<Vec<(Event, String, Option<usize>)>, Strin
         .into_iter()
         .map(|e| {
             let (name, group) = (e.name().to_owned(), e.group());
-            (e.into_event(), name, group)
+            let (merge_name, pmu) = (e.merge_name().to_owned(), e.pmu().map(str::to_owned));
+            (e.into_event(), name, group, merge_name, pmu)
         })
         .collect())
 }

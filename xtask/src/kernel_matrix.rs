@@ -19,6 +19,7 @@
 
 mod arch;
 mod cpio;
+pub mod perf_fixture;
 mod report;
 
 use std::fs;

@@ -9,6 +9,9 @@
 //!                                            run the tests crate on each Debian kernel under qemu
 //! cargo xtask pmu-events [--source DIR] [--check]
 //!                                            regenerate perf-event's table of the kernel's JSON events
+//! cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]
+//!                                            run arm64 perf on tests/fixtures/perf-arm64/corpus.txt in a
+//!                                            qemu guest; save its output and the guest's PMU tree there
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
@@ -27,7 +30,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
             }
         }
         Some("pmu-events") => pmu_events::main(&args[1..]),
+        Some("arm64-perf-fixture") => kernel_matrix::perf_fixture::main(&args[1..]),
         Some("kernel-matrix") => match kernel_matrix::parse_args(&args[1..]) {
             Ok(opts) => kernel_matrix::main(&opts),
             Err(e) => {

@@ -25,6 +25,9 @@ options:
       --duration SECS           stop after SECS seconds (kills CMD if it still runs)
   -x, --field-separator SEP     CSV: value,unit,event,run time,% running,metric value,metric unit
   -j, --json                    one JSON object per event
+      --no-merge                one row per PMU for an event counted on several (a hybrid CPU's
+                                cycles as cpu_core/cycles/ and cpu_atom/cycles/); by default
+                                their counts are summed into one row, as perf does
   -o, --output FILE             write the counts to FILE instead of stderr
   -h, --help                    this help
 
@@ -39,6 +42,7 @@ pub struct Args {
     pub duration: Option<Duration>,
     pub csv: Option<String>,
     pub json: bool,
+    pub no_merge: bool,
     pub output: Option<PathBuf>,
     pub help: bool,
     pub command: Vec<OsString>,
@@ -61,6 +65,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                 a.csv = Some(cli::value(&mut p, "SEP")?)
             }
             Arg::Short('j') | Arg::Long("json") => a.json = true,
+            Arg::Long("no-merge") => a.no_merge = true,
             Arg::Short('o') | Arg::Long("output") => {
                 a.output = Some(PathBuf::from(cli::value(&mut p, "FILE")?))
             }

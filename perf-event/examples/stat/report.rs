@@ -51,6 +51,69 @@ impl Value {
         }
     }
 
+    /// The value of two per-PMU copies of one event together (see [`merge`]).
+    pub fn plus(self, other: Self) -> Self {
+        use Value::*;
+        match (self, other) {
+            (
+                Counted {
+                    scaled,
+                    enabled,
+                    running,
+                },
+                Counted {
+                    scaled: s2,
+                    enabled: e2,
+                    running: r2,
+                },
+            ) => Counted {
+                scaled: scaled + s2,
+                enabled: enabled.saturating_add(e2),
+                running: running.saturating_add(r2),
+            },
+            (
+                Counted {
+                    scaled,
+                    enabled,
+                    running,
+                },
+                NotCounted {
+                    enabled: e2,
+                    running: r2,
+                },
+            )
+            | (
+                NotCounted {
+                    enabled: e2,
+                    running: r2,
+                },
+                Counted {
+                    scaled,
+                    enabled,
+                    running,
+                },
+            ) => Counted {
+                scaled,
+                enabled: enabled.saturating_add(e2),
+                running: running.saturating_add(r2),
+            },
+            (
+                NotCounted { enabled, running },
+                NotCounted {
+                    enabled: e2,
+                    running: r2,
+                },
+            ) => NotCounted {
+                enabled: enabled.saturating_add(e2),
+                running: running.saturating_add(r2),
+            },
+            (v @ (Counted { .. } | NotCounted { .. }), NotSupported | NotPermitted)
+            | (NotSupported | NotPermitted, v @ (Counted { .. } | NotCounted { .. })) => v,
+            (NotPermitted, _) | (_, NotPermitted) => NotPermitted,
+            (NotSupported, NotSupported) => NotSupported,
+        }
+    }
+
     fn counted(&self) -> Option<f64> {
         match *self {
             Self::Counted { scaled, .. } => Some(scaled),
@@ -83,6 +146,46 @@ pub struct Row {
     pub name: String,
     pub kind: Kind,
     pub value: Value,
+}
+
+/// What says which rows are one event counted on several PMUs: the name to print for their sum
+/// (the event as written: [`EventSpec::merge_name`], with the `:u` of a user-space-only fallback)
+/// and the row's PMU.
+///
+/// [`EventSpec::merge_name`]: perf_event::event::spec::EventSpec::merge_name
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeKey {
+    pub name: String,
+    pub pmu: Option<String>,
+}
+
+/// Sums, as `perf stat` does without `--no-merge`, the rows of one event counted once per PMU (a
+/// hybrid CPU's `cycles` on `cpu_core` and `cpu_atom`, a wildcard PMU's copies): rows whose keys
+/// have the same name and different PMUs become one row named by the key, where the first of them
+/// was. Counts add after each row's multiplexing correction, and so do their times (perf's
+/// `enabled`/`running` of a merged event are the sums). A row that counted wins over one that was
+/// not supported or not permitted on its PMU. `keys[i]` is the key of `rows[i]`.
+pub fn merge(rows: Vec<Row>, keys: &[MergeKey]) -> Vec<Row> {
+    // Each output row, its key's name, and the PMUs summed into it (none: it takes no others).
+    let mut out: Vec<(Row, &str, Vec<&str>)> = Vec::with_capacity(rows.len());
+    for (row, key) in rows.into_iter().zip(keys) {
+        let pmu = key.pmu.as_deref();
+        let into = pmu.and_then(|p| {
+            out.iter().position(|(_, name, pmus)| {
+                *name == key.name && !pmus.is_empty() && !pmus.contains(&p)
+            })
+        });
+        match (into, pmu) {
+            (Some(i), Some(p)) => {
+                let (merged, _, pmus) = &mut out[i];
+                pmus.push(p);
+                merged.name.clone_from(&key.name);
+                merged.value = merged.value.plus(row.value);
+            }
+            _ => out.push((row, &key.name, pmu.into_iter().collect())),
+        }
+    }
+    out.into_iter().map(|(row, _, _)| row).collect()
 }
 
 /// Everything printed.
@@ -320,4 +423,235 @@ fn json_str(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, kind: Kind, value: Value) -> Row {
+        Row {
+            name: name.into(),
+            kind,
+            value,
+        }
+    }
+
+    fn key(name: &str, pmu: Option<&str>) -> MergeKey {
+        MergeKey {
+            name: name.into(),
+            pmu: pmu.map(String::from),
+        }
+    }
+
+    fn counted(scaled: f64, enabled: u64, running: u64) -> Value {
+        Value::Counted {
+            scaled,
+            enabled,
+            running,
+        }
+    }
+
+    fn show(rows: &[Row]) -> Vec<String> {
+        rows.iter()
+            .map(|r| match r.value {
+                Value::Counted {
+                    scaled,
+                    enabled,
+                    running,
+                } => format!("{} {scaled} {enabled}/{running}", r.name),
+                Value::NotCounted { enabled, running } => {
+                    format!("{} not-counted {enabled}/{running}", r.name)
+                }
+                Value::NotSupported => format!("{} not-supported", r.name),
+                Value::NotPermitted => format!("{} not-permitted", r.name),
+            })
+            .collect()
+    }
+
+    /// `-e cycles,instructions` on an Alder Lake: one copy per core PMU, summed per event where
+    /// its first copy was; the cycles metric (GHz) then uses the sum.
+    #[test]
+    fn hybrid_copies_sum_to_one_row() {
+        let rows = vec![
+            row(
+                "task-clock",
+                Kind::Clock,
+                counted(2e6, 2_000_000, 2_000_000),
+            ),
+            row("cpu_atom/cycles/", Kind::Cycles, counted(1000.0, 300, 300)),
+            row("cpu_core/cycles/", Kind::Cycles, counted(3000.0, 700, 700)),
+            row(
+                "cpu_atom/instructions/",
+                Kind::Instructions,
+                counted(500.0, 300, 300),
+            ),
+            row(
+                "cpu_core/instructions/",
+                Kind::Instructions,
+                counted(7000.0, 700, 700),
+            ),
+        ];
+        let keys = [
+            key("task-clock", None),
+            key("cycles", Some("cpu_atom")),
+            key("cycles", Some("cpu_core")),
+            key("instructions", Some("cpu_atom")),
+            key("instructions", Some("cpu_core")),
+        ];
+        let merged = merge(rows.clone(), &keys);
+        assert_eq!(
+            show(&merged),
+            [
+                "task-clock 2000000 2000000/2000000",
+                "cycles 4000 1000/1000",
+                "instructions 7500 1000/1000",
+            ]
+        );
+        assert_eq!(merged[1].kind, Kind::Cycles);
+        let r = Report {
+            title: "'true'".into(),
+            rows: merged,
+            elapsed: Duration::from_millis(2),
+            user_sys: None,
+        };
+        // 7500 instructions / 4000 cycles, from the sums.
+        let ipc = r.metric(&r.rows[2]).unwrap();
+        assert!((ipc.value - 1.875).abs() < 1e-9, "{}", ipc.value);
+        // --no-merge: the rows as they were.
+        assert_eq!(show(&rows).len(), 5);
+    }
+
+    /// Groups split per PMU (`{cycles,instructions}`: the cpu_atom group, then the cpu_core one):
+    /// the copies are not adjacent, and still sum, in the order of their first copies.
+    #[test]
+    fn split_groups_merge_in_first_order() {
+        let rows = vec![
+            row("cpu_atom/cycles/", Kind::Cycles, counted(10.0, 5, 5)),
+            row(
+                "cpu_atom/instructions/",
+                Kind::Instructions,
+                counted(20.0, 5, 5),
+            ),
+            row("cpu_core/cycles/", Kind::Cycles, counted(30.0, 5, 5)),
+            row(
+                "cpu_core/instructions/",
+                Kind::Instructions,
+                counted(40.0, 5, 5),
+            ),
+        ];
+        let keys = [
+            key("cycles", Some("cpu_atom")),
+            key("instructions", Some("cpu_atom")),
+            key("cycles", Some("cpu_core")),
+            key("instructions", Some("cpu_core")),
+        ];
+        assert_eq!(
+            show(&merge(rows, &keys)),
+            ["cycles 40 10/10", "instructions 60 10/10"]
+        );
+    }
+
+    /// Multiplexed copies add their corrected counts, and their times; a copy that did not count
+    /// or is not supported on its PMU adds nothing but its times.
+    #[test]
+    fn values_add_as_perf_adds_them() {
+        let rows = vec![
+            // 100 counted in half the time: 200.
+            row(
+                "cpu_core/cycles/",
+                Kind::Cycles,
+                Value::from_sums(100, 10, 5),
+            ),
+            row(
+                "cpu_atom/cycles/",
+                Kind::Cycles,
+                Value::from_sums(50, 10, 10),
+            ),
+            row(
+                "cpu_core/branches/",
+                Kind::Branches,
+                Value::NotCounted {
+                    enabled: 4,
+                    running: 0,
+                },
+            ),
+            row("cpu_atom/branches/", Kind::Branches, Value::NotSupported),
+            row(
+                "cpu_core/topdown-retiring/",
+                Kind::Other,
+                Value::NotSupported,
+            ),
+            row(
+                "cpu_atom/topdown-retiring/",
+                Kind::Other,
+                Value::NotSupported,
+            ),
+            row("cpu_core/r1a8/", Kind::Other, Value::NotPermitted),
+            row("cpu_atom/r1a8/", Kind::Other, counted(9.0, 3, 3)),
+        ];
+        let keys = [
+            key("cycles", Some("cpu_core")),
+            key("cycles", Some("cpu_atom")),
+            key("branches", Some("cpu_core")),
+            key("branches", Some("cpu_atom")),
+            key("topdown-retiring", Some("cpu_core")),
+            key("topdown-retiring", Some("cpu_atom")),
+            key("r1a8", Some("cpu_core")),
+            key("r1a8", Some("cpu_atom")),
+        ];
+        assert_eq!(
+            show(&merge(rows, &keys)),
+            [
+                "cycles 250 20/15",
+                "branches not-counted 4/0",
+                "topdown-retiring not-supported",
+                "r1a8 9 3/3",
+            ]
+        );
+    }
+
+    /// Only copies on different PMUs merge: the same event written twice, or twice on one PMU,
+    /// keeps its rows (perf too), and events without a PMU (software, legacy) never merge.
+    #[test]
+    fn only_copies_on_different_pmus_merge() {
+        let rows = vec![
+            row("page-faults", Kind::Other, counted(1.0, 1, 1)),
+            row("page-faults", Kind::Other, counted(2.0, 1, 1)),
+            row("cpu_core/cycles/", Kind::Cycles, counted(3.0, 1, 1)),
+            row("cpu_core/cycles/", Kind::Cycles, counted(4.0, 1, 1)),
+            row("cpu_atom/cycles/", Kind::Cycles, counted(5.0, 1, 1)),
+        ];
+        let keys = [
+            key("page-faults", None),
+            key("page-faults", None),
+            key("cpu_core/cycles/", Some("cpu_core")),
+            key("cpu_core/cycles/", Some("cpu_core")),
+            key("cycles", Some("cpu_atom")),
+        ];
+        assert_eq!(
+            show(&merge(rows, &keys)),
+            [
+                "page-faults 1 1/1",
+                "page-faults 2 1/1",
+                "cpu_core/cycles/ 3 1/1",
+                "cpu_core/cycles/ 4 1/1",
+                "cpu_atom/cycles/ 5 1/1",
+            ]
+        );
+    }
+
+    /// A user-space-only fallback's `:u` stays on the merged name (the key carries it).
+    #[test]
+    fn user_only_suffix_is_kept() {
+        let rows = vec![
+            row("cpu_core/cycles/:u", Kind::Cycles, counted(3.0, 1, 1)),
+            row("cpu_atom/cycles/:u", Kind::Cycles, counted(4.0, 1, 1)),
+        ];
+        let keys = [
+            key("cycles:u", Some("cpu_core")),
+            key("cycles:u", Some("cpu_atom")),
+        ];
+        assert_eq!(show(&merge(rows, &keys)), ["cycles:u 7 2/2"]);
+    }
 }
