@@ -112,6 +112,53 @@ fn untimed_records_keep_ring_order() {
     }
 }
 
+/// An event named as perf names it, opened per CPU with the copy of each CPU's PMU
+/// (`PerCpuSampler::merged`): on this machine one copy opens on every CPU, and every page touched
+/// is one sample. (Hybrid machines, where the copies differ per CPU, are covered by the parser's
+/// fixture test `hybrid_sampling_opens_each_cpu_with_the_copy_of_its_pmu`.)
+#[test]
+fn an_event_by_name_samples_on_every_cpu_through_its_copies() {
+    use perf_event::event::spec::Machine;
+
+    let list = Machine::current().parse("page-faults:u").unwrap();
+    let merged = list.merged();
+    assert_eq!(merged.len(), 1);
+    let mut opts = Opts::default();
+    opts.sample_on = SampleOn::Count(1);
+    opts.sample_format.data_addr = true;
+    let set = PerCpuSampler::merged(merged[0].1.iter().copied(), Proc::CURRENT, &opts, 6).unwrap();
+    assert_eq!(set.samplers().count(), online_cpus().unwrap().len());
+    let pages = 64;
+    let page = tests::page_size() as u64;
+    set.enable().unwrap();
+    tests::touch_pages(pages);
+    set.disable().unwrap();
+    // touch_pages writes the first byte of each page of a fresh mapping: a run of page-aligned
+    // addresses one page apart.
+    let aligned: BTreeSet<u64> = set
+        .iter()
+        .filter_map(|(_, _, r)| match r {
+            Record::Sample(s) => s.data_addr,
+            _ => None,
+        })
+        .filter(|a| a % page == 0)
+        .collect();
+    let aligned: Vec<u64> = aligned.into_iter().collect();
+    let (mut longest, mut run) = (0, 0);
+    for (i, a) in aligned.iter().enumerate() {
+        run = if i > 0 && *a == aligned[i - 1] + page {
+            run + 1
+        } else {
+            1
+        };
+        longest = longest.max(run);
+    }
+    assert!(
+        longest >= pages,
+        "a run of {longest} pages sampled of {pages}: {aligned:x?}"
+    );
+}
+
 /// A whole process (and the children it forks) sampled per CPU, read as one async stream that ends
 /// when the process has exited: the way to sample an inherited process, since a counter inherited on
 /// every CPU cannot have a ring of its own.

@@ -46,6 +46,13 @@ impl<T> PerCpu<T> {
     }
 }
 
+impl<T> PerCpu<T> {
+    /// A set of what was opened on each CPU, in CPU order as given.
+    pub(crate) fn from_items(items: Vec<(u32, T)>) -> Self {
+        Self { items }
+    }
+}
+
 impl PerCpu<Counter> {
     /// Opens `event` on every online CPU for `scope`: `Proc::ALL` (every task), a `Proc`, or a
     /// `Cgroup`.

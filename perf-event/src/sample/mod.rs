@@ -46,7 +46,7 @@ mod asynk;
 mod aux_tracer;
 mod iter;
 mod limits;
-mod per_cpu;
+pub(crate) mod per_cpu;
 mod reactor;
 pub mod record;
 mod sampler;

@@ -24,9 +24,11 @@ use futures_core::Stream;
 use super::reactor::{wait_any, Waiter};
 use super::record::{Priv, Record};
 use super::{Iter, Sampler};
+use crate::config::online_cpus;
 use crate::config::{CpuScope, Opts};
 use crate::count::{Counter, PerCpu};
 use crate::error::{Error, Result};
+use crate::event::spec::EventSpec;
 use crate::event::Event;
 
 /// Records taken from one ring per round at most; a ring with more left holds the round's
@@ -75,6 +77,56 @@ impl PerCpuSampler {
         Error: From<E::Error>,
     {
         Self::from_counters(PerCpu::counters(event, scope, opts)?, exp)
+    }
+
+    /// Opens a hybrid event on every online CPU for `scope`, each CPU with the copy whose PMU counts
+    /// there, and maps a ring of 2^`exp` data pages for each: `perf record -e cycles` on a machine
+    /// with several core PMUs (`cpu_core` and `cpu_atom`, or one `armv8_*` PMU per cluster).
+    /// `copies` is one entry of [`EventList::merged`](crate::event::spec::EventList::merged); a copy
+    /// without a CPU list (one core PMU, a software event) opens on every CPU. CPUs that no copy's
+    /// PMU covers are left out, as perf leaves them. [`iter`](Self::iter) merges the records of
+    /// every copy in time order; a sample's `record_id.id` (with `record_id_format.id`) tells the
+    /// copies apart.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSupported`] when no copy's PMU counts on any online CPU; as [`new`](Self::new),
+    /// for the first CPU that fails.
+    pub fn merged<'a>(
+        copies: impl IntoIterator<Item = &'a EventSpec>,
+        scope: impl CpuScope,
+        opts: impl Borrow<Opts>,
+        exp: u8,
+    ) -> Result<Self> {
+        let copies: Vec<&EventSpec> = copies.into_iter().collect();
+        let cpus = online_cpus()?;
+        let plan = copy_per_cpu(&copies, &cpus);
+        if plan.is_empty() {
+            let name = copies.first().map_or("", |c| c.merge_name());
+            return Err(Error::NotSupported {
+                event: name.into(),
+                detail: format!(
+                    "no PMU of this event counts on an online CPU (online: {}; {})",
+                    crate::diagnose::cpu_list(&cpus),
+                    copies
+                        .iter()
+                        .map(|c| format!(
+                            "{} on {}",
+                            c.pmu().unwrap_or("?"),
+                            c.cpus()
+                                .map_or_else(|| "any CPU".into(), crate::diagnose::cpu_list)
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                source: std::io::Error::from_raw_os_error(libc::ENOENT),
+            });
+        }
+        let items = plan
+            .into_iter()
+            .map(|(cpu, c)| Ok((cpu, Counter::new(c.event(), scope.on(cpu), opts.borrow())?)))
+            .collect::<Result<_>>()?;
+        Self::from_counters(PerCpu::from_items(items), exp)
     }
 
     /// Maps a ring of 2^`exp` data pages for each counter of a per-CPU set.
@@ -131,6 +183,22 @@ impl PerCpuSampler {
     pub fn iter_async(&self) -> Result<AsyncMergedIter<'_>> {
         self.iter().into_async()
     }
+}
+
+/// For each of `cpus`, the first copy whose PMU counts on it (a copy without a CPU list counts
+/// everywhere); CPUs no copy covers are left out.
+pub(crate) fn copy_per_cpu<'a>(
+    copies: &[&'a EventSpec],
+    cpus: &[u32],
+) -> Vec<(u32, &'a EventSpec)> {
+    cpus.iter()
+        .filter_map(|&cpu| {
+            copies
+                .iter()
+                .find(|c| c.cpus().is_none_or(|own| own.contains(&cpu)))
+                .map(|c| (cpu, *c))
+        })
+        .collect()
 }
 
 /// A queued record, ordered by (time, arrival).

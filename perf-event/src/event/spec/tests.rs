@@ -126,6 +126,31 @@ fn hybrid_generic_events_open_once_per_core_pmu() {
 }
 
 #[test]
+fn hybrid_sampling_opens_each_cpu_with_the_copy_of_its_pmu() {
+    let f = Fixture::new("alderlake");
+    let m = f.machine();
+    let l = m.parse("cycles:u").unwrap();
+    let merged = l.merged();
+    let copies = &merged[0].1;
+    // CPU 30 is in neither PMU's list: left out, as perf leaves it.
+    let cpus: Vec<u32> = (0..24).chain([30]).collect();
+    let plan = crate::sample::per_cpu::copy_per_cpu(copies, &cpus);
+    assert_eq!(plan.len(), 24);
+    for (cpu, copy) in &plan {
+        let want = if *cpu < 16 { "cpu_core" } else { "cpu_atom" };
+        assert_eq!(copy.pmu(), Some(want), "cpu {cpu}");
+        assert_eq!(copy.event().config() >> 32, if *cpu < 16 { 4 } else { 8 });
+    }
+    // One copy without a CPU list (a software event) opens everywhere.
+    let sw = m.parse("task-clock").unwrap();
+    let sw = sw.merged();
+    assert_eq!(
+        crate::sample::per_cpu::copy_per_cpu(&sw[0].1, &cpus).len(),
+        25
+    );
+}
+
+#[test]
 fn hybrid_groups_split_per_pmu() {
     let f = Fixture::new("alderlake");
     let m = f.machine();
