@@ -544,14 +544,9 @@ impl Ring<Data> {
     /// [`discard_pending`](Ring::discard_pending)), and as [`batch`](Ring::batch).
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Chunk<'_>>, Error> {
-        let (pos, len) = match self.seen_record() {
-            Some(span) => span,
-            None => match self.take_record()? {
-                Some(span) => span,
-                None => return Ok(None),
-            },
+        let Some((pos, len)) = self.consume()? else {
+            return Ok(None);
         };
-        self.tail = pos.wrapping_add(len);
         Ok(Some(self.chunk(pos, len)))
     }
 
@@ -565,14 +560,9 @@ impl Ring<Data> {
     /// As [`next_record`](Ring::next_record).
     #[inline]
     pub fn next_span(&mut self) -> Result<Option<RecordSpan>, Error> {
-        let (pos, len) = match self.seen_record() {
-            Some(span) => span,
-            None => match self.take_record()? {
-                Some(span) => span,
-                None => return Ok(None),
-            },
+        let Some((pos, len)) = self.consume()? else {
+            return Ok(None);
         };
-        self.tail = pos.wrapping_add(len);
         // A record's length is at least the 8-byte header (checked by both paths above).
         Ok(NonZeroU64::new(len).map(|len| RecordSpan { pos, len }))
     }
@@ -592,6 +582,21 @@ impl Ring<Data> {
             return None;
         }
         Some(self.chunk(pos, len))
+    }
+
+    /// Consumes the next record (moves the tail past it, not published): `(position, length)`, from
+    /// the hot path when it can, else from [`take_record`](Ring::take_record).
+    #[inline(always)]
+    fn consume(&mut self) -> Result<Option<(u64, u64)>, Error> {
+        let (pos, len) = match self.seen_record() {
+            Some(span) => span,
+            None => match self.take_record()? {
+                Some(span) => span,
+                None => return Ok(None),
+            },
+        };
+        self.tail = pos.wrapping_add(len);
+        Ok(Some((pos, len)))
     }
 
     /// The hot path of [`next_record`](Ring::next_record): the next record when it lies below the head

@@ -178,6 +178,24 @@ pub fn touch_pages(pages: usize) -> usize {
     pages
 }
 
+/// Runs the example `name` of perf-event (built once per test binary, see [`example_binary`]) with
+/// `args` and stdin closed, as a user runs it; its exit status and output.
+pub fn run_example(name: &str, args: &[&str]) -> std::process::Output {
+    static BINS: std::sync::Mutex<std::collections::BTreeMap<String, std::path::PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let bin = BINS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(name.to_owned())
+        .or_insert_with(|| example_binary(name))
+        .clone();
+    std::process::Command::new(&bin)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()))
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

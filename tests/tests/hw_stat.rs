@@ -7,9 +7,7 @@
 //! needs its own shared libraries; the initramfs has busybox only), so the multiplexed counts are compared
 //! with the same command counted by one event alone, which is not multiplexed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use tests::hw::{cycles_group_capacity, exact};
@@ -26,17 +24,8 @@ const BUSY: [&str; 3] = [
     "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
 ];
 
-fn stat_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| tests::example_binary("stat"))
-}
-
 fn stat(args: &[&str]) -> Output {
-    Command::new(stat_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running the stat example")
+    tests::run_example("stat", args)
 }
 
 /// One event line of the human table: value (as printed), event name, the comment, the `(xx.xx%)`.
