@@ -675,6 +675,11 @@ fn write_fixture(name: &str, dir: &Path) {
 /// Writes the files a `path: content` description (a fixture) lists into `dir`.
 fn write_tree(path: &Path, dir: &Path) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    write_tree_text(&text, dir);
+}
+
+/// As [`write_tree`], from the file's text.
+fn write_tree_text(text: &str, dir: &Path) {
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -995,10 +1000,15 @@ fn event_names_match_perf() {
 /// with what perf printed there. Runs on any host: nothing here opens an event.
 #[test]
 fn arm64_event_names_match_perf_in_the_guest() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/perf-arm64");
-    let read = |name: &str| {
-        let p = fx.join(name);
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    // Compiled in, so that the test runs where the source tree is not (the kernel matrix's guests).
+    let read = |name: &str| -> &'static str {
+        match name {
+            "corpus.txt" => include_str!("../fixtures/perf-arm64/corpus.txt"),
+            "perf.txt" => include_str!("../fixtures/perf-arm64/perf.txt"),
+            "sysfs.txt" => include_str!("../fixtures/perf-arm64/sysfs.txt"),
+            "tracefs.txt" => include_str!("../fixtures/perf-arm64/tracefs.txt"),
+            other => panic!("no fixture file {other}"),
+        }
     };
     // The corpus as the xtask reads it: `@cpuid ID` lines, then `MODE STRING` lines.
     let mut corpus = Vec::new();
@@ -1052,9 +1062,9 @@ fn arm64_event_names_match_perf_in_the_guest() {
     let work = std::env::temp_dir().join(format!("perf-event-names-arm64-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let devices = work.join("devices");
-    write_tree(&fx.join("sysfs.txt"), &devices);
+    write_tree_text(read("sysfs.txt"), &devices);
     let tracefs = work.join("tracefs");
-    write_tree(&fx.join("tracefs.txt"), &tracefs);
+    write_tree_text(read("tracefs.txt"), &tracefs);
     let mut failures = Vec::new();
     let mut newer = Vec::new();
     let mut tally = Tally::default();

@@ -172,7 +172,9 @@ fn an_async_merged_stream_samples_a_whole_process_and_ends_with_it() {
     let mut child = Command::new("sh")
         .args([
             "-c",
-            "read go; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sh -c 'j=0; while [ $j -lt 50000 ]; do j=$((j+1)); done'",
+            // The inner sh is not the last command, so that no shell execs it in place (busybox
+            // ash does that with a last command, and then there is no second process).
+            "read go; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sh -c 'j=0; while [ $j -lt 50000 ]; do j=$((j+1)); done'; true",
         ])
         .stdin(Stdio::piped())
         .spawn()
