@@ -306,8 +306,9 @@ fn add(sum: &mut Stat, s: &Stat) {
     }
 }
 
-fn no_pmu(name: &str, copies: &[&EventSpec], cpu: Option<u32>) -> Error {
-    let pmus: Vec<String> = copies
+/// Where each copy counts, for messages: `cpu_core on 0-15, cpu_atom on 16-23`.
+pub(crate) fn where_copies_count(copies: &[&EventSpec]) -> Vec<String> {
+    copies
         .iter()
         .map(|c| {
             let cpus = c
@@ -316,7 +317,11 @@ fn no_pmu(name: &str, copies: &[&EventSpec], cpu: Option<u32>) -> Error {
                 .unwrap_or_else(|| "any CPU".into());
             format!("{} on {cpus}", c.pmu().unwrap_or("?"))
         })
-        .collect();
+        .collect()
+}
+
+fn no_pmu(name: &str, copies: &[&EventSpec], cpu: Option<u32>) -> Error {
+    let pmus = where_copies_count(copies);
     Error::NotSupported {
         event: name.into(),
         detail: match cpu {

@@ -24,6 +24,7 @@ mod self_read;
 mod stat;
 
 pub use group::CounterGroup;
+pub(crate) use merged::where_copies_count;
 pub use merged::{MergedCounter, MergedStat};
 pub use per_cpu::PerCpu;
 pub use self_read::{ReadPath, SelfReadCounter};

@@ -108,16 +108,7 @@ impl PerCpuSampler {
                 detail: format!(
                     "no PMU of this event counts on an online CPU (online: {}; {})",
                     crate::diagnose::cpu_list(&cpus),
-                    copies
-                        .iter()
-                        .map(|c| format!(
-                            "{} on {}",
-                            c.pmu().unwrap_or("?"),
-                            c.cpus()
-                                .map_or_else(|| "any CPU".into(), crate::diagnose::cpu_list)
-                        ))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    crate::count::where_copies_count(&copies).join(", ")
                 ),
                 source: std::io::Error::from_raw_os_error(libc::ENOENT),
             });
