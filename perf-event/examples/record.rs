@@ -16,6 +16,11 @@
 //!   disabled, with `inherit` and `enable_on_exec`, right before the command is spawned: the
 //!   child's inherited copies start at its `exec` (whose COMM and MMAP2 records the kernel then
 //!   writes), and ours never run since this process never execs (see the stat example).
+//! - **Events as perf names them.** `-e` is parsed by [`Machine`] in perf's grammar: each event of
+//!   a list is its own attr in the file, a group `{a,b}` is opened as one (with `:S`, the leader's
+//!   samples read the group and the members do not sample), and a hybrid CPU's generic event has
+//!   one copy per core PMU, each opened only on its PMU's CPUs. On each CPU every counter writes
+//!   into that CPU's ring; the first event asks for the side-band records.
 //! - **Records as they come.** While the command runs, the rings are polled and drained, every
 //!   record written to the file unchanged ([`PerfDataWriter::write_raw`]), with a
 //!   `FINISHED_ROUND` after each pass, as perf does.
@@ -47,9 +52,11 @@ use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
 use perf_core::record::{Mmap2File, Record};
 use perf_core::{ParseConfig, RawRecord};
 use perf_event::config::{
-    online_cpus, CallChain, Cpu, Inherit, OnExecve, Opts, Proc, SampleOn, UseBuildId,
+    online_cpus, sibling, CallChain, Cpu, ExtraRecord, Inherit, OnExecve, Opts, Proc, SampleOn,
+    UseBuildId,
 };
-use perf_event::count::Counter;
+use perf_event::count::{Counter, CounterGroup};
+use perf_event::event::spec::Machine;
 use perf_event::event::Event;
 use perf_event::perf_sys as sys;
 use perf_event::sample::Sampler;
@@ -98,9 +105,21 @@ enum Target {
 
 /// The opened counters: per CPU, the ones whose records go to that CPU's ring (the first owns it).
 struct Opened {
-    per_cpu: Vec<Vec<Counter>>,
-    name: String,
+    per_cpu: Vec<Vec<Unit>>,
+    /// perf.data's name of each spec.
+    names: Vec<String>,
     kernel: bool,
+}
+
+impl Opened {
+    /// Every counter, with the index of its spec.
+    fn counters(&self) -> Vec<(usize, &Counter)> {
+        self.per_cpu
+            .iter()
+            .flatten()
+            .flat_map(Unit::counters)
+            .collect()
+    }
 }
 
 type Writer = PerfDataWriter<BufWriter<File>>;
@@ -135,29 +154,34 @@ fn run() -> Result<ExitCode, Fail> {
     // Open (right before the command is spawned: no other thread of this process forks meanwhile).
     let opened = open(&a, &target, &cpus)?;
     let samplers = map_rings(&opened, a.pages_exp)?;
-    let first = opened
-        .per_cpu
-        .iter()
-        .flatten()
-        .next()
-        .ok_or_else(|| fail("no counter could be opened"))?;
-    let mut ids = Vec::new();
-    for c in opened.per_cpu.iter().flatten() {
-        ids.push(c.id().map_err(fail)?);
+    let counters = opened.counters();
+    let &(_, first) = counters
+        .first()
+        .ok_or_else(|| fail("no event counts on an online CPU"))?;
+    // One attr per event that was opened somewhere, with the ids of all its counters.
+    let mut events: Vec<(usize, EventAttr)> = Vec::new();
+    for &(i, c) in &counters {
+        let id = c.id().map_err(fail)?;
+        match events.iter_mut().find(|(j, _)| *j == i) {
+            Some((_, e)) => e.ids.push(id),
+            None => events.push((
+                i,
+                EventAttr::new(*c.attr())
+                    .with_ids(vec![id])
+                    .with_name(opened.names[i].clone()),
+            )),
+        }
     }
-    let attr = *first.attr();
-    let cfg = ParseConfig::from_attr(&attr);
+    events.sort_by_key(|(i, _)| *i);
+    let cfg = ParseConfig::from_attr(first.attr());
     let synth_ids = Ids {
         cfg,
-        id: ids.first().copied().unwrap_or(0),
+        id: first.id().map_err(fail)?,
     };
-    let event = EventAttr::new(attr)
-        .with_ids(ids)
-        .with_name(opened.name.clone());
 
     // The file, and what predates the recording.
     keep_old(&a.output)?;
-    let mut w = PerfDataWriter::create(&a.output, vec![event])
+    let mut w = PerfDataWriter::create(&a.output, events.into_iter().map(|(_, e)| e).collect())
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     let mut kernel_build_id = None;
     if opened.kernel {
@@ -193,7 +217,7 @@ fn run() -> Result<ExitCode, Fail> {
         wakeups: 0,
     };
     let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
-        for c in opened.per_cpu.iter().flatten() {
+        for (_, c) in opened.counters() {
             f(c).map_err(fail)?;
         }
         Ok(())
@@ -442,40 +466,117 @@ fn base_opts(a: &Args, target: &Target) -> Opts {
     o
 }
 
-/// Opens the event on every CPU for the target, falling back as perf does: `cycles` to `cpu-clock`
-/// without a hardware PMU, user space only when the kernel is not permitted, MMAP2 without build
-/// ids on kernels before 5.12.
+/// One event of `-e`: a hybrid CPU's `cycles` is one per core PMU (`cpu_core/cycles/`,
+/// `cpu_atom/cycles/`), each opened on its PMU's CPUs only, each its own attr in perf.data.
+struct Spec {
+    event: Event,
+    /// The name perf.data gives it (perf's: `pmu/text/` for a per-PMU copy).
+    name: String,
+    /// The CPUs its PMU counts on; `None`: every CPU.
+    cpus: Option<Vec<u32>>,
+    /// In a group of several (`{a,b}`): the index of the group's leader among the specs.
+    leader: Option<usize>,
+}
+
+impl Spec {
+    fn counts_on(&self, cpu: u32) -> bool {
+        self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+}
+
+/// The PMUs events are looked up in: this machine's, or the sysfs tree `PERF_EVENT_PMU_ROOT` names.
+fn machine() -> Machine {
+    match std::env::var_os("PERF_EVENT_PMU_ROOT") {
+        Some(root) => Machine::from_sysfs(PathBuf::from(root)),
+        None => Machine::current(),
+    }
+}
+
+/// The events of the `-e` texts in perf's grammar, in order (several `-e` are one list, as in perf).
+fn parse_specs(machine: &Machine, texts: &[String]) -> Result<Vec<Spec>, Fail> {
+    let mut specs = Vec::new();
+    for text in texts {
+        let list = machine.parse(text).map_err(|e| {
+            fail(format!(
+                "{e}\n(events are named as `perf list` prints them, e.g. cpu-clock, cycles:u, \
+                 page-faults; groups as {{cpu-clock,page-faults}})"
+            ))
+        })?;
+        let sizes: Vec<usize> = list.groups().map(<[_]>::len).collect();
+        let mut leader = None;
+        for e in &list {
+            if e.is_leader() {
+                leader = Some(specs.len());
+            }
+            let grouped = e
+                .group()
+                .is_some_and(|g| sizes.get(g).copied().unwrap_or(0) > 1);
+            specs.push(Spec {
+                event: e.event().clone(),
+                name: e.name().to_owned(),
+                cpus: e.cpus().map(<[u32]>::to_vec),
+                leader: if grouped { leader } else { None },
+            });
+        }
+    }
+    Ok(specs)
+}
+
+/// What one open produced on a CPU for one task: an event, or a group (leader first).
+enum Unit {
+    One(usize, Counter),
+    Group(Vec<usize>, CounterGroup),
+}
+
+impl Unit {
+    /// The counters with the index of their spec.
+    fn counters(&self) -> Vec<(usize, &Counter)> {
+        match self {
+            Unit::One(i, c) => vec![(*i, c)],
+            Unit::Group(specs, g) => std::iter::once(g.leader())
+                .chain(g.siblings().iter().map(|m| &**m))
+                .zip(specs.iter().copied())
+                .map(|(c, i)| (i, c))
+                .collect(),
+        }
+    }
+}
+
+/// Opens the events on every CPU for the target, falling back as perf does: `cycles` to
+/// `cpu-clock` without a hardware PMU, user space only when the kernel is not permitted, MMAP2
+/// without build ids on kernels before 5.12.
 fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
-    let (mut event, mut name) = match &a.event {
-        Some(n) => (
-            Event::parse(n).map_err(|e| {
-                fail(format!(
-                    "{e}\n(events are named as `perf list` prints them, e.g. cpu-clock, cycles:u, \
-                     page-faults)"
-                ))
-            })?,
-            n.clone(),
-        ),
-        None => (Event::parse("cycles").map_err(fail)?, "cycles".to_owned()),
+    let machine = machine();
+    let default = a.events.is_empty();
+    let mut specs = if default {
+        parse_specs(&machine, &["cycles".to_owned()])?
+    } else {
+        parse_specs(&machine, &a.events)?
     };
     let mut opts = base_opts(a, target);
     let mut user_only = false;
     loop {
-        match open_on(&event, target, cpus, &opts) {
+        match open_on(&specs, target, cpus, &opts) {
             Ok(per_cpu) => {
-                if user_only && !name.contains(':') {
-                    name.push_str(":u");
-                }
+                let names = specs
+                    .iter()
+                    .map(|s| {
+                        let mut n = s.name.clone();
+                        if user_only && !n.contains(':') {
+                            n.push_str(":u");
+                        }
+                        n
+                    })
+                    .collect();
                 return Ok(Opened {
                     per_cpu,
-                    name,
+                    names,
                     kernel: !opts.exclude.kernel,
                 });
             }
-            Err(Error::NotSupported { .. }) if a.event.is_none() && name == "cycles" => {
+            Err(Error::NotSupported { .. }) if default && specs[0].name != "cpu-clock" => {
                 // No hardware PMU (a VM): perf's fallback.
-                event = Event::parse("cpu-clock").map_err(fail)?;
-                name = "cpu-clock".to_owned();
+                specs = parse_specs(&machine, &["cpu-clock".to_owned()])?;
             }
             Err(Error::Permission { .. }) if !opts.exclude.kernel => {
                 eprintln!(
@@ -496,48 +597,136 @@ fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
                 // Build ids in MMAP2 need Linux 5.12.
                 opts.extra_record.mmap.ext = Some(UseBuildId(false));
             }
+            Err(e) if inherit_reads(&specs, target, &opts) => {
+                return Err(fail(format!(
+                    "{e}\n(`:S` makes the leader's samples read the group; inherited counters, \
+                     which follow a command or -p's threads, can do that since Linux 6.12 only: \
+                     on older kernels record -a instead)"
+                )))
+            }
             Err(e) => return Err(fail(e)),
         }
     }
 }
 
+/// Whether a group samples its counts (`:S`) on inherited counters (Linux 6.12+).
+fn inherit_reads(specs: &[Spec], target: &Target, opts: &Opts) -> bool {
+    let read = u64::from(sys::PERF_SAMPLE_READ);
+    !matches!(target, Target::AllCpus)
+        && specs
+            .iter()
+            .any(|s| s.leader.is_some() && s.event.to_attr(opts).sample_type & read != 0)
+}
+
+/// Opens every event that counts on each CPU, for each task of the target. Per CPU and task, the
+/// first event also asks for the side-band records (comm, mmap2, fork/exit), as perf's first
+/// event does, so that each is written once.
 fn open_on(
-    event: &Event,
+    specs: &[Spec],
     target: &Target,
     cpus: &[u32],
     opts: &Opts,
-) -> perf_event::Result<Vec<Vec<Counter>>> {
+) -> perf_event::Result<Vec<Vec<Unit>>> {
+    let tasks = match target {
+        Target::Child => vec![Some(Proc::CURRENT)],
+        // Every task.
+        Target::AllCpus => vec![None],
+        Target::Threads(tids) => tids.iter().map(|&t| Some(Proc(t))).collect(),
+    };
     let mut out = Vec::with_capacity(cpus.len());
     for &cpu in cpus {
-        let counters = match target {
-            Target::Child => vec![Counter::new(event, (Proc::CURRENT, Cpu(cpu)), opts)?],
-            Target::AllCpus => vec![Counter::new(event, (Proc::ALL, Cpu(cpu)), opts)?],
-            Target::Threads(tids) => {
-                let mut v = Vec::with_capacity(tids.len());
-                let mut gone = None;
-                for &tid in tids {
-                    match Counter::new(event, (Proc(tid), Cpu(cpu)), opts) {
-                        Ok(c) => v.push(c),
-                        // The thread exited since it was listed.
-                        Err(e @ Error::NoSuchProcess { .. }) => gone = Some(e),
-                        Err(e) => return Err(e),
-                    }
+        let mut units = Vec::new();
+        let mut gone = None;
+        for &task in &tasks {
+            match open_task(specs, task, cpu, opts) {
+                Ok(u) => units.extend(u),
+                // The thread exited since it was listed.
+                Err(e @ Error::NoSuchProcess { .. }) if matches!(target, Target::Threads(_)) => {
+                    gone = Some(e)
                 }
-                match gone {
-                    Some(e) if v.is_empty() => return Err(e),
-                    _ => v,
-                }
+                Err(e) => return Err(e),
             }
-        };
-        out.push(counters);
+        }
+        match gone {
+            Some(e) if units.is_empty() => return Err(e),
+            _ => out.push(units),
+        }
     }
     Ok(out)
+}
+
+/// Opens the events of `specs` that count on `cpu` for one task (`None`: every task).
+fn open_task(
+    specs: &[Spec],
+    task: Option<Proc>,
+    cpu: u32,
+    opts: &Opts,
+) -> perf_event::Result<Vec<Unit>> {
+    let new = |e: &Event, o: &Opts| match task {
+        Some(p) => Counter::new(e, (p, Cpu(cpu)), o),
+        None => Counter::new(e, (Proc::ALL, Cpu(cpu)), o),
+    };
+    let mut units = Vec::new();
+    let mut tracking = true;
+    for (i, s) in specs.iter().enumerate() {
+        if !s.counts_on(cpu) || s.leader.is_some_and(|l| l != i) {
+            continue;
+        }
+        let mut o = opts.clone();
+        if !std::mem::take(&mut tracking) {
+            o.extra_record = ExtraRecord::default();
+        }
+        if s.leader.is_none() {
+            units.push(Unit::One(i, new(&s.event, &o)?));
+            continue;
+        }
+        // `{a,b}:S`: the leader's samples carry the whole group's counts, and the members do not
+        // sample (unless their own period= or freq= says so), as perf opens them.
+        let sample_read = s.event.to_attr(&o).sample_type & u64::from(sys::PERF_SAMPLE_READ) != 0;
+        if sample_read {
+            o.stat_format.siblings = true;
+            o.stat_format.id = true;
+        }
+        let member = sibling::Opts {
+            exclude: o.exclude.clone(),
+            inherit: o.inherit,
+            // Members count while the leader does.
+            enable: true,
+            sample_on: if sample_read {
+                SampleOn::Count(0)
+            } else {
+                o.sample_on.clone()
+            },
+            sample_format: o.sample_format.clone(),
+            record_id_all: o.record_id_all,
+            record_id_format: o.record_id_format.clone(),
+            wake_up: o.wake_up.clone(),
+            ..Default::default()
+        };
+        let mut g = CounterGroup::from(new(&s.event, &o)?);
+        // Every counter of a ring reads the same way (one parser reads its records), so the
+        // members take the leader's read format, group flag included, as perf gives them.
+        let read_format = g.leader().attr().read_format;
+        let mut members = vec![i];
+        for (j, m) in specs.iter().enumerate().skip(i + 1) {
+            if m.leader == Some(i) {
+                g.add_with(&m.event, &member, |a| a.read_format = read_format)?;
+                members.push(j);
+            }
+        }
+        units.push(Unit::Group(members, g));
+    }
+    Ok(units)
 }
 
 /// One ring per CPU: the CPU's first counter maps it, the others write into it.
 fn map_rings(opened: &Opened, exp: u8) -> Result<Vec<Sampler>, Fail> {
     let mut samplers = Vec::with_capacity(opened.per_cpu.len());
-    for counters in &opened.per_cpu {
+    for units in &opened.per_cpu {
+        let counters: Vec<&Counter> = units
+            .iter()
+            .flat_map(|u| u.counters().into_iter().map(|(_, c)| c))
+            .collect();
         let Some((first, rest)) = counters.split_first() else {
             continue;
         };

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use perf_core::perf_data::{PerfData, PERF_RECORD_FINISHED_ROUND};
-use perf_core::record::{Mmap2File, Record};
+use perf_core::record::{Mmap2File, ReadValues, Record, Sample};
 use perf_sys::*;
 use tests::{is_root, paranoid, require, Skip};
 
@@ -24,8 +24,13 @@ fn record_bin() -> &'static Path {
 }
 
 fn record(args: &[&str], dir: &Path) -> Output {
+    record_env(args, dir, &[])
+}
+
+fn record_env(args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> Output {
     Command::new(record_bin())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .stdin(Stdio::null())
         .output()
@@ -540,7 +545,6 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         &["-F", "10", "-c", "10", "--", "true"],
         &["--bogus", "true"],
         &["-m", "3", "--", "true"],
-        &["-e", "cpu-clock,task-clock", "--", "true"],
         &["-a", "-p", "1"],
     ] {
         let o = record(args, &dir.0);
@@ -555,6 +559,10 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
             "cannot run /nonexistent/command",
         ),
         (&["-e", "no_such_event", "--", "true"], "no_such_event"),
+        (
+            &["-e", "{cpu-clock,task-clock", "--", "true"],
+            "event syntax error",
+        ),
         (&["-p", "999999999"], "no such process"),
         (
             &["-o", "/nonexistent/dir/x.data", "--", "true"],
@@ -636,5 +644,211 @@ fn permission_limits_are_explained() {
             .as_deref()
             .unwrap_or("")
             .ends_with(":u"));
+    }
+}
+
+/// Every sample of a file with its event's index and name (perf-core's reader).
+fn samples_by_event(file: &Path) -> (Vec<String>, Vec<(usize, Sample<'static>)>) {
+    let bytes = std::fs::read(file).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    let names = data
+        .events()
+        .iter()
+        .map(|e| e.name.clone().unwrap_or_default())
+        .collect();
+    let mut samples = Vec::new();
+    for rec in data.records() {
+        let rec = rec.unwrap();
+        if rec.record_type() == PERF_RECORD_FINISHED_ROUND {
+            continue;
+        }
+        let event = rec.event;
+        if let Record::Sample(smp) = rec.parse().unwrap().into_owned() {
+            samples.push((event.expect("a sample of no event"), smp));
+        }
+    }
+    (names, samples)
+}
+
+/// `-e` takes perf's grammar: a list is one attr per event in the file, all of them in each CPU's
+/// ring, and `{a,b}:S` is a group whose leader's samples carry both counts (perf script shows the
+/// member's count as its own sample line).
+#[test]
+fn event_lists_and_groups_are_recorded_as_perf_records_them() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let dir = TempDir::new("lists");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    let busy = busy.to_str().unwrap();
+    let o = record(
+        &[
+            "-e",
+            "cpu-clock,task-clock",
+            "-F",
+            "999",
+            "-o",
+            "l.data",
+            "--",
+            busy,
+            "0.3",
+        ],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "record failed: {err}");
+    let file = dir.0.join("l.data");
+    let (names, samples) = samples_by_event(&file);
+    assert_eq!(names, ["cpu-clock", "task-clock"]);
+    assert_eq!(samples.len() as u64, summary_samples(&err));
+    for (event, name) in names.iter().enumerate() {
+        let n = samples.iter().filter(|(e, _)| *e == event).count();
+        assert!(n >= 100, "{n} samples of {name} in 0.3 s at 999 Hz");
+    }
+    let script = perf(&["script", "-F", "event"], &file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    let out = text(&script.stdout);
+    for name in &names {
+        assert!(
+            out.contains(&format!("{name}:")),
+            "no {name} in perf script:\n{out}"
+        );
+    }
+
+    // A group sampled by its leader: every sample reads both counters; the member never samples.
+    let o = record(
+        &[
+            "-e",
+            "{cpu-clock,page-faults}:S",
+            "-c",
+            "1000000",
+            "-o",
+            "g.data",
+            "--",
+            busy,
+            "0.2",
+        ],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "record failed: {err}");
+    let file = dir.0.join("g.data");
+    let (names, samples) = samples_by_event(&file);
+    assert_eq!(names, ["cpu-clock", "page-faults"]);
+    assert!(samples.len() >= 100, "{} samples", samples.len());
+    let mut faults = 0;
+    for (event, smp) in &samples {
+        assert_eq!(*event, 0, "the member sampled: {smp:?}");
+        let Some(ReadValues::Group(read)) = &smp.read else {
+            panic!("a sample without the group's counts: {smp:?}");
+        };
+        let members: Vec<u64> = read.entries().map(|v| v.value).collect();
+        assert_eq!(members.len(), 2, "{read:?}");
+        faults = faults.max(members[1]);
+    }
+    // The program touches its pages and libc's: page faults were counted along.
+    assert!(faults > 0, "the group read never counted a page fault");
+    let evlist = perf(&["evlist", "-v"], &file);
+    let v = text(&evlist.stdout);
+    assert!(
+        v.lines().all(|l| l.contains("READ") && l.contains("GROUP")),
+        "perf evlist -v:\n{v}"
+    );
+    let script = perf(&["script", "-F", "event,period"], &file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    assert!(
+        text(&script.stdout).contains("page-faults:"),
+        "perf script shows no group member:\n{}",
+        text(&script.stdout)
+    );
+}
+
+/// A hybrid CPU's generic event (`cycles` on `cpu_core` + `cpu_atom`) is opened once per core PMU,
+/// each copy on its PMU's CPUs, and written as one attr per copy, as perf records it. This machine
+/// has no hybrid CPU: `PERF_EVENT_PMU_ROOT` points the example at a sysfs tree with two core PMUs
+/// (`cpu_core` on CPU 0, `cpu_atom` on CPU 1) whose type is the software PMU's and whose `clock`
+/// is `cpu-clock`, so the kernel opens the copies for real.
+#[test]
+fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let online = perf_event::config::online_cpus().unwrap();
+    require!(
+        online.contains(&0) && online.contains(&1),
+        Skip::Hardware,
+        "needs CPUs 0 and 1 online (has {online:?})"
+    );
+    let taskset = Path::new("/usr/bin/taskset");
+    require!(
+        taskset.exists(),
+        Skip::Environment,
+        "taskset (util-linux) is not installed"
+    );
+    let dir = TempDir::new("hybrid");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    let pmus = dir.0.join("pmus");
+    for (pmu, cpus) in [("cpu_core", "0"), ("cpu_atom", "1")] {
+        let d = pmus.join(pmu);
+        std::fs::create_dir_all(d.join("events")).unwrap();
+        std::fs::write(d.join("type"), "1\n").unwrap();
+        std::fs::write(d.join("cpus"), format!("{cpus}\n")).unwrap();
+        // PERF_COUNT_SW_CPU_CLOCK
+        std::fs::write(d.join("events/clock"), "config=0\n").unwrap();
+    }
+    let busy = busy.to_str().unwrap();
+    let both = format!("taskset -c 0 {busy} 0.2 & taskset -c 1 {busy} 0.2; wait");
+    let o = record_env(
+        &[
+            "-e", "clock", "-F", "999", "-o", "h.data", "--", "sh", "-c", &both,
+        ],
+        &dir.0,
+        &[("PERF_EVENT_PMU_ROOT", &pmus)],
+    );
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "record failed: {err}");
+    let file = dir.0.join("h.data");
+    let bytes = std::fs::read(&file).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    let ids: Vec<usize> = data.events().iter().map(|e| e.ids.len()).collect();
+    // One counter per copy: each PMU has one CPU.
+    assert_eq!(ids, [1, 1]);
+    let (names, samples) = samples_by_event(&file);
+    // In the PMUs' order, as perf lists the copies.
+    assert_eq!(names, ["cpu_atom/clock/", "cpu_core/clock/"]);
+    assert_eq!(samples.len() as u64, summary_samples(&err));
+    for (event, cpu) in [(0, 1), (1, 0)] {
+        let on: Vec<Option<u32>> = samples
+            .iter()
+            .filter(|(e, _)| *e == event)
+            .map(|(_, s)| s.cpu)
+            .collect();
+        assert!(on.len() >= 50, "{} samples of {}", on.len(), names[event]);
+        assert!(
+            on.iter().all(|c| *c == Some(cpu)),
+            "{} sampled off CPU {cpu}: {on:?}",
+            names[event]
+        );
+    }
+    let script = perf(&["script", "-F", "cpu,event"], &file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    let out = text(&script.stdout);
+    for name in &names {
+        assert!(
+            out.contains(&format!("{name}:")),
+            "no {name} in perf script:\n{out}"
+        );
     }
 }

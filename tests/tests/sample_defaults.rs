@@ -195,6 +195,50 @@ fn a_tiny_ring_reports_the_kernels_lost_count() {
     assert!(lost.lost_records <= kernel_lost);
 }
 
+/// A group leader's sampler (read format `PERF_FORMAT_GROUP`, as `{a,b}:S` opens it) reads the
+/// group: `stat` gives the leader with the member in `siblings`, and `lost` the leader's kernel
+/// count of lost records, as for a single counter.
+#[test]
+fn a_group_leaders_sampler_reads_the_group_and_its_lost_count() {
+    require!(
+        may_sample_self(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    let me = (Proc::CURRENT, Cpu::ALL);
+    let mut group = CounterGroup::new(Software::PageFault, me, sampling()).unwrap();
+    let mut member = sibling::Opts {
+        enable: true,
+        ..Default::default()
+    };
+    member.exclude.kernel = true;
+    group.add(Software::PageFault, &member).unwrap();
+    // A one-page ring nobody reads while 2000 faults each make a sample: some are lost.
+    let sampler = group.leader().sampler(0).unwrap();
+    group.enable().unwrap();
+    fault_pages(2_000);
+    group.disable().unwrap();
+    let st = sampler.stat().unwrap();
+    assert_eq!(st.siblings.len(), 1, "{st:?}");
+    assert!(st.count >= 2_000, "{st:?}");
+    assert_eq!(
+        st.siblings[0].count, st.count,
+        "both count the same faults: {st:?}"
+    );
+    let lost = sampler.lost().unwrap();
+    if kernel_has_format_lost() {
+        let kernel_lost = lost.format_lost.expect("the leader's PERF_FORMAT_LOST");
+        assert!(
+            kernel_lost > 0,
+            "a one-page ring under 2000 samples loses some"
+        );
+        assert_eq!(Some(kernel_lost), st.lost_records);
+    } else {
+        assert_eq!(lost.format_lost, None);
+    }
+}
+
 /// With `sample_format.stat` (PERF_SAMPLE_READ) the kernel writes the read format into every
 /// sample: the default `PERF_FORMAT_LOST` changes that layout, and the parser, built from the attr
 /// the counter was opened with, reads it.

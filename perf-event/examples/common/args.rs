@@ -38,34 +38,3 @@ pub fn pids(s: &str) -> Result<Vec<u32>, String> {
         })
         .collect()
 }
-
-/// The `-e` text of record: event names separated by commas (a comma inside `pmu/terms/` belongs to
-/// the event); what each name means is `perf_event::event::Event::parse`'s business. stat hands its
-/// whole `-e` text, groups included, to `perf_event::event::spec`.
-#[allow(dead_code)] // stat includes this module too
-pub fn event_list(s: &str) -> Result<Vec<String>, String> {
-    if s.contains('{') || s.contains('}') {
-        return Err(format!(
-            "event groups ('{{a,b}}') are not supported by these examples: {s:?}"
-        ));
-    }
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_pmu = false;
-    for c in s.chars() {
-        match c {
-            '/' => {
-                in_pmu = !in_pmu;
-                cur.push(c);
-            }
-            ',' if !in_pmu => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    let out: Vec<String> = out.into_iter().map(|e| e.trim().to_owned()).collect();
-    if out.iter().any(String::is_empty) {
-        return Err(format!("empty event name in {s:?}"));
-    }
-    Ok(out)
-}

@@ -14,8 +14,10 @@ processes (-p) and writes the samples, with the side-band records perf needs to 
 sampled (comm, mmap2, fork/exit), to a perf.data file that `perf report` and `perf script` read.
 
 options:
-  -e, --event EVENT         the event to sample, by perf-list name: cpu-clock, cycles:u, page-faults
-                            ... (default: cycles, or cpu-clock where there is no hardware PMU)
+  -e, --event EVENT[,...]   events to sample in perf's grammar, repeatable: cpu-clock, cycles:u,
+                            cpu/event=0x3c/, sched:sched_switch, {cpu-clock,page-faults}:S ...
+                            (default: cycles, or cpu-clock where there is no hardware PMU); a
+                            hybrid CPU's cycles is opened once per core PMU, each on its CPUs
   -F, --freq HZ             sample at this average frequency (default: 4000)
   -c, --count N             sample every N events instead (a period)
   -g, --call-graph          record call chains (frame pointers)
@@ -25,7 +27,9 @@ options:
   -m, --mmap-pages PAGES    data pages per CPU ring, a power of two (default: 128)
   -h, --help                this help
 
-exit status: CMD's own (0 without CMD); 1 when recording fails; 2 for bad arguments.";
+exit status: CMD's own (0 without CMD); 1 when recording fails; 2 for bad arguments.
+environment: PERF_EVENT_PMU_ROOT=DIR reads the PMUs from DIR instead of
+/sys/bus/event_source/devices (the tests stand in for a hybrid CPU so).";
 
 /// How often to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +41,8 @@ pub enum Rate {
 /// What the user asked for.
 #[derive(Debug)]
 pub struct Args {
-    pub event: Option<String>,
+    /// The `-e` texts, in order (empty: the default event).
+    pub events: Vec<String>,
     pub rate: Rate,
     pub call_graph: bool,
     pub output: PathBuf,
@@ -52,7 +57,7 @@ pub struct Args {
 impl Default for Args {
     fn default() -> Self {
         Args {
-            event: None,
+            events: Vec::new(),
             rate: Rate::Freq(4000),
             call_graph: false,
             output: PathBuf::from("perf.data"),
@@ -72,9 +77,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     let mut p = Parser::from_args(args);
     while let Some(arg) = p.next().map_err(cli::usage)? {
         match arg {
-            Arg::Short('e') | Arg::Long("event") => {
-                set_event(&mut a, &cli::value(&mut p, "EVENT")?)?
-            }
+            Arg::Short('e') | Arg::Long("event") => a.events.push(cli::value(&mut p, "EVENT")?),
             Arg::Short('F') | Arg::Long("freq") => {
                 freq = Some(positive(&cli::value(&mut p, "HZ")?, "-F")?)
             }
@@ -133,22 +136,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
         return Err("-o needs a file name".into());
     }
     Ok(a)
-}
-
-/// The one event of `-e`: this example records a single event.
-fn set_event(a: &mut Args, text: &str) -> Result<(), String> {
-    if a.event.is_some() {
-        return Err("only one event can be recorded by this example (-e given twice)".into());
-    }
-    match cli::event_list(text)?.as_slice() {
-        [one] => {
-            a.event = Some(one.clone());
-            Ok(())
-        }
-        list => Err(format!(
-            "only one event can be recorded by this example, got the list {list:?}"
-        )),
-    }
 }
 
 /// A positive integer, the value of `opt`.

@@ -271,27 +271,7 @@ impl Counter {
 
     #[cold]
     fn stat_group(&self) -> Result<Stat> {
-        let mut buf = vec![0u8; 512];
-        loop {
-            match (&self.file).read(&mut buf) {
-                Ok(0) => return Err(Error::PinnedCounterInError),
-                Ok(n) => {
-                    let g = buf
-                        .get(..n)
-                        .and_then(|b| GroupStat::decode(b, self.attr.read_format))
-                        .ok_or(Error::ShortRead {
-                            expected: buf.len(),
-                            got: n,
-                        })?;
-                    return Ok(g.to_stat());
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && buf.len() < 1 << 24 => {
-                    let len = buf.len() * 4;
-                    buf.resize(len, 0);
-                }
-                Err(e) => return Err(read_error(e)),
-            }
-        }
+        read_group(&self.file, self.attr.read_format)
     }
 
     /// The event id (`PERF_EVENT_IOC_ID`), as found in group reads and records.
@@ -544,6 +524,33 @@ fn open_dropping_default_lost<T>(
             (r, plain)
         }
         r => (r, attr),
+    }
+}
+
+/// A group read (`PERF_FORMAT_GROUP`) of the counter `file`, with a buffer grown until the group
+/// fits.
+#[cold]
+pub(crate) fn read_group(file: &File, read_format: u64) -> Result<Stat> {
+    let mut buf = vec![0u8; 512];
+    loop {
+        match (&*file).read(&mut buf) {
+            Ok(0) => return Err(Error::PinnedCounterInError),
+            Ok(n) => {
+                let g = buf
+                    .get(..n)
+                    .and_then(|b| GroupStat::decode(b, read_format))
+                    .ok_or(Error::ShortRead {
+                        expected: buf.len(),
+                        got: n,
+                    })?;
+                return Ok(g.to_stat());
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && buf.len() < 1 << 24 => {
+                let len = buf.len() * 4;
+                buf.resize(len, 0);
+            }
+            Err(e) => return Err(read_error(e)),
+        }
     }
 }
 

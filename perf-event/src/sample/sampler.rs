@@ -686,17 +686,16 @@ impl Sampler {
     }
 
     /// Reads the counter (`read(2)` on the sampler's fd): the count, and the lost-record count when the
-    /// read format has `PERF_FORMAT_LOST` (by default on sampling counters).
+    /// read format has `PERF_FORMAT_LOST` (by default on sampling counters). A group leader's read
+    /// (`PERF_FORMAT_GROUP`) gives the leader's values, and the members' in
+    /// [`Stat::siblings`].
     ///
     /// # Errors
     ///
-    /// [`Error::Sampling`] for a group read format (read the group through its [`Counter`]s);
     /// [`Error::Io`] / [`Error::ShortRead`] if the read fails.
     pub fn stat(&self) -> Result<Stat> {
         if self.attr.read_format & FORMAT_GROUP != 0 {
-            return Err(Error::Sampling(
-                "the counter reads as a group; read it with CounterGroup::stat".into(),
-            ));
+            return crate::count::read_group(&self.file, self.attr.read_format);
         }
         let want = Stat::read_size(self.attr.read_format, 1);
         let mut buf = [0u8; 64];
