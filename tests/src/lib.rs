@@ -196,6 +196,21 @@ pub fn run_example(name: &str, args: &[&str]) -> std::process::Output {
         .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()))
 }
 
+/// A made-up hybrid CPU for tests on a machine without one: a sysfs PMU tree at `root` with two core
+/// PMUs, `cpu_core` on CPU 0 and `cpu_atom` on CPU 1, whose type is the software PMU's (1) and
+/// whose one alias `clock` is `config=0` (`cpu-clock`). Parsing `clock` against it gives one copy
+/// per PMU, each with its PMU's CPUs, which the kernel opens as software events.
+pub fn two_core_pmus(root: &std::path::Path) {
+    for (pmu, cpus) in [("cpu_core", "0"), ("cpu_atom", "1")] {
+        let d = root.join(pmu);
+        std::fs::create_dir_all(d.join("events")).unwrap();
+        std::fs::write(d.join("type"), "1\n").unwrap();
+        std::fs::write(d.join("cpus"), format!("{cpus}\n")).unwrap();
+        // PERF_COUNT_SW_CPU_CLOCK
+        std::fs::write(d.join("events/clock"), "config=0\n").unwrap();
+    }
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

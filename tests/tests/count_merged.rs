@@ -24,14 +24,7 @@ impl Drop for Tree {
 
 fn two_core_pmus() -> Tree {
     let root = std::env::temp_dir().join(format!("perf-event-merged-{}", std::process::id()));
-    for (pmu, cpus) in [("cpu_core", "0"), ("cpu_atom", "1")] {
-        let d = root.join(pmu);
-        std::fs::create_dir_all(d.join("events")).unwrap();
-        std::fs::write(d.join("type"), "1\n").unwrap();
-        std::fs::write(d.join("cpus"), format!("{cpus}\n")).unwrap();
-        // PERF_COUNT_SW_CPU_CLOCK
-        std::fs::write(d.join("events/clock"), "config=0\n").unwrap();
-    }
+    tests::two_core_pmus(&root);
     Tree(root)
 }
 

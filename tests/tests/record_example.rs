@@ -27,6 +27,15 @@ fn record(args: &[&str], dir: &Path) -> Output {
     record_env(args, dir, &[])
 }
 
+/// Runs the example, which must succeed; its stderr (the summary).
+fn record_ok(args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> String {
+    let o = record_env(args, dir, env);
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "record {args:?} failed: {err}");
+    err
+}
+
 fn record_env(args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> Output {
     Command::new(record_bin())
         .args(args)
@@ -647,6 +656,20 @@ fn permission_limits_are_explained() {
     }
 }
 
+/// `perf script -F fields` reads the file without complaint and shows every event of `names`.
+fn perf_script_shows(file: &Path, fields: &str, names: &[String]) {
+    let script = perf(&["script", "-F", fields], file);
+    let bad = complaints(&script.stderr);
+    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
+    let out = text(&script.stdout);
+    for name in names {
+        assert!(
+            out.contains(&format!("{name}:")),
+            "no {name} in perf script:\n{out}"
+        );
+    }
+}
+
 /// Every sample of a file with its event's index and name (perf-core's reader).
 fn samples_by_event(file: &Path) -> (Vec<String>, Vec<(usize, Sample<'static>)>) {
     let bytes = std::fs::read(file).unwrap();
@@ -685,7 +708,7 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
         return;
     };
     let busy = busy.to_str().unwrap();
-    let o = record(
+    let err = record_ok(
         &[
             "-e",
             "cpu-clock,task-clock",
@@ -698,9 +721,8 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
             "0.3",
         ],
         &dir.0,
+        &[],
     );
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "record failed: {err}");
     let file = dir.0.join("l.data");
     let (names, samples) = samples_by_event(&file);
     assert_eq!(names, ["cpu-clock", "task-clock"]);
@@ -709,19 +731,10 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
         let n = samples.iter().filter(|(e, _)| *e == event).count();
         assert!(n >= 100, "{n} samples of {name} in 0.3 s at 999 Hz");
     }
-    let script = perf(&["script", "-F", "event"], &file);
-    let bad = complaints(&script.stderr);
-    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
-    let out = text(&script.stdout);
-    for name in &names {
-        assert!(
-            out.contains(&format!("{name}:")),
-            "no {name} in perf script:\n{out}"
-        );
-    }
+    perf_script_shows(&file, "event", &names);
 
     // A group sampled by its leader: every sample reads both counters; the member never samples.
-    let o = record(
+    record_ok(
         &[
             "-e",
             "{cpu-clock,page-faults}:S",
@@ -734,9 +747,8 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
             "0.2",
         ],
         &dir.0,
+        &[],
     );
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "record failed: {err}");
     let file = dir.0.join("g.data");
     let (names, samples) = samples_by_event(&file);
     assert_eq!(names, ["cpu-clock", "page-faults"]);
@@ -759,21 +771,15 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
         v.lines().all(|l| l.contains("READ") && l.contains("GROUP")),
         "perf evlist -v:\n{v}"
     );
-    let script = perf(&["script", "-F", "event,period"], &file);
-    let bad = complaints(&script.stderr);
-    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
-    assert!(
-        text(&script.stdout).contains("page-faults:"),
-        "perf script shows no group member:\n{}",
-        text(&script.stdout)
-    );
+    // perf script shows the member's count from the leader's samples as its own line.
+    perf_script_shows(&file, "event,period", &names);
 }
 
 /// A hybrid CPU's generic event (`cycles` on `cpu_core` + `cpu_atom`) is opened once per core PMU,
 /// each copy on its PMU's CPUs, and written as one attr per copy, as perf records it. This machine
-/// has no hybrid CPU: `PERF_EVENT_PMU_ROOT` points the example at a sysfs tree with two core PMUs
-/// (`cpu_core` on CPU 0, `cpu_atom` on CPU 1) whose type is the software PMU's and whose `clock`
-/// is `cpu-clock`, so the kernel opens the copies for real.
+/// has no hybrid CPU: `PERF_EVENT_PMU_ROOT` points the example at [`tests::two_core_pmus`]
+/// (`cpu_core` on CPU 0, `cpu_atom` on CPU 1, `clock` = `cpu-clock`), so the kernel opens the
+/// copies for real.
 #[test]
 fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
     require!(
@@ -798,26 +804,16 @@ fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
         return;
     };
     let pmus = dir.0.join("pmus");
-    for (pmu, cpus) in [("cpu_core", "0"), ("cpu_atom", "1")] {
-        let d = pmus.join(pmu);
-        std::fs::create_dir_all(d.join("events")).unwrap();
-        std::fs::write(d.join("type"), "1\n").unwrap();
-        std::fs::write(d.join("cpus"), format!("{cpus}\n")).unwrap();
-        // PERF_COUNT_SW_CPU_CLOCK
-        std::fs::write(d.join("events/clock"), "config=0\n").unwrap();
-    }
+    tests::two_core_pmus(&pmus);
     let busy = busy.to_str().unwrap();
     let both = format!("taskset -c 0 {busy} 0.2 & taskset -c 1 {busy} 0.2; wait");
-    let o = record_env(
+    let err = record_ok(
         &[
             "-e", "clock", "-F", "999", "-o", "h.data", "--", "sh", "-c", &both,
         ],
         &dir.0,
         &[("PERF_EVENT_PMU_ROOT", &pmus)],
     );
-    let err = text(&o.stderr);
-    println!("{err}");
-    assert!(o.status.success(), "record failed: {err}");
     let file = dir.0.join("h.data");
     let bytes = std::fs::read(&file).unwrap();
     let data = PerfData::parse(&bytes).unwrap();
@@ -841,14 +837,5 @@ fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
             names[event]
         );
     }
-    let script = perf(&["script", "-F", "cpu,event"], &file);
-    let bad = complaints(&script.stderr);
-    assert!(bad.is_empty(), "perf script complained: {bad:#?}");
-    let out = text(&script.stdout);
-    for name in &names {
-        assert!(
-            out.contains(&format!("{name}:")),
-            "no {name} in perf script:\n{out}"
-        );
-    }
+    perf_script_shows(&file, "cpu,event", &names);
 }
