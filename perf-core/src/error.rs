@@ -291,6 +291,14 @@ of 8, at least 8, and within the {available} bytes published; call Ring::discard
         /// Bytes published from `position` to the head.
         available: u64,
     },
+    /// An overwrite ring's head is not 8-byte aligned. The kernel writes whole records, each a multiple of 8
+    /// bytes, so its head never is: the memory was written by something else.
+    #[error("overwrite ring's head {head} is not 8-byte aligned: the kernel writes records of multiples of 8 bytes, \
+so this memory was not written as a perf ring; nothing was copied")]
+    RingHeadUnaligned {
+        /// The free-running head.
+        head: u64,
+    },
     /// The operation needs the other ring mode (e.g. a forward read on an overwrite ring).
     #[error("{what} needs the {area} ring in {needs} mode, but it is in {is} mode")]
     RingMode {

@@ -222,7 +222,7 @@ impl Ring<Data> {
     /// # Errors
     ///
     /// [`ErrorKind::RingMode`] on a normal ring; [`ErrorKind::ForkedChild`] in a child made by `fork()`;
-    /// [`ErrorKind::RingCorruptRecord`] if the head is not 8-byte aligned; [`ErrorKind::Sim`] if a simulated write in
+    /// [`ErrorKind::RingHeadUnaligned`] if the head is not 8-byte aligned; [`ErrorKind::Sim`] if a simulated write in
     /// progress never finished.
     pub fn copy_backward(&mut self, into: &mut BackwardCopy) -> Result<(), Error> {
         self.require(RingMode::Overwrite, "a backward copy")?;
@@ -230,12 +230,7 @@ impl Ring<Data> {
         self.quiesce(true)?;
         let head = self.head();
         if !head.is_multiple_of(HEADER) {
-            return Err(ErrorKind::RingCorruptRecord {
-                position: head,
-                size: 0,
-                available: 0,
-            }
-            .into());
+            return Err(ErrorKind::RingHeadUnaligned { head }.into());
         }
         let written = self.tail.wrapping_sub(head);
         let mut len = written.min(self.size());

@@ -465,6 +465,16 @@ fn an_overwrite_ring_stops_at_zero_headers_and_reports_bad_ones() {
         items[0].as_ref().map_err(Error::kind),
         Err(ErrorKind::RingCorruptRecord { size: 12, .. })
     ));
+    // A head no kernel writes (unaligned): refused before anything is copied.
+    kernel
+        .set_positions(&mut ring, newest + 4, newest.wrapping_add(36))
+        .unwrap();
+    let e = ring.copy_backward(&mut copy).unwrap_err();
+    assert!(e.to_string().contains("not 8-byte aligned"), "{e}");
+    assert!(matches!(
+        e.into_kind(),
+        ErrorKind::RingHeadUnaligned { head } if head == newest + 4
+    ));
 }
 
 #[test]

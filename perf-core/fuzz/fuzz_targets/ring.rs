@@ -98,9 +98,12 @@ fn overwrite_ring(size: u64, head: u64, tail: u64, contents: &[u8]) {
     kernel.set_positions(&mut ring, head, tail).unwrap();
     let mut covered = 0u64;
     let mut copy = perf_core::BackwardCopy::new();
-    // The kernel's head is always 8-byte aligned; an unaligned one is refused as corruption.
+    // The kernel's head is always 8-byte aligned; an unaligned one is refused.
     if let Err(e) = ring.copy_backward(&mut copy) {
-        assert!(head % 8 != 0, "{e}");
+        assert!(
+            head % 8 != 0 && matches!(e.kind(), perf_core::ErrorKind::RingHeadUnaligned { .. }),
+            "{e}"
+        );
         return;
     }
     for rec in copy.records() {
