@@ -635,52 +635,13 @@ fn boot(kernel: Kernel, mode: Mode, initrd: &Path, opts: &Options) -> Result<Out
         Arch::Aarch64 => format!("{}-{}.log", kernel.series, mode.name()),
     };
     let log = arch.dir(matrix_dir()).join(name);
-    let out = fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
-    let (qemu, qemu_package) = arch.qemu();
-    let start = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(["-nographic", "-no-reboot", "-m", "1G"])
-        .args(arch.machine_args(mode, opts.smp))
-        // No NIC: the guest needs none, and its option ROM (iPXE) only slows the boot.
-        .args(["-nic", "none"])
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", arch.append()])
-        .stdin(Stdio::null())
-        .stdout(
-            out.try_clone()
-                .map_err(|e| format!("{}: {e}", log.display()))?,
-        )
-        .stderr(out)
-        .spawn()
-        .map_err(|e| format!("cannot run {qemu}: {e}; install {qemu_package}"))?;
-    let mut problem = None;
-    let mut cpu = None;
-    loop {
-        // A qemu that exited is a zombie until waited for, and its times are still in /proc.
-        if let Some(t) = zombie_cpu_time(child.id()) {
-            cpu = Some(t);
-        }
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                if !status.success() {
-                    problem = Some(format!("qemu exited with {status}"));
-                }
-                break;
-            }
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                problem = Some(format!("timed out after {} s", timeout.as_secs()));
-                break;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(format!("waiting for qemu: {e}")),
-        }
-    }
-    let wall = start.elapsed();
+    let guest = run_guest(arch, mode, opts.smp, &kernel.vmlinuz, initrd, &log, timeout)?;
+    let mut problem = match guest.status {
+        None => Some(format!("timed out after {} s", timeout.as_secs())),
+        Some(status) if !status.success() => Some(format!("qemu exited with {status}")),
+        Some(_) => None,
+    };
+    let (wall, cpu) = (guest.wall, guest.cpu);
     let bytes = fs::read(&log).map_err(|e| format!("read {}: {e}", log.display()))?;
     let run = report::parse(&String::from_utf8_lossy(&bytes));
     if problem.is_none() {
@@ -714,6 +675,77 @@ fn boot(kernel: Kernel, mode: Mode, initrd: &Path, opts: &Options) -> Result<Out
         wall,
         cpu,
     })
+}
+
+/// How a qemu guest run ended.
+pub(crate) struct GuestRun {
+    /// qemu's exit status; `None` when it ran past the timeout and was killed.
+    pub(crate) status: Option<std::process::ExitStatus>,
+    /// qemu's CPU time (user + system), read while it was a zombie.
+    pub(crate) cpu: Option<Duration>,
+    /// Wall time from the spawn to the end.
+    pub(crate) wall: Duration,
+}
+
+/// Boots `vmlinuz` with `initrd` on `arch`'s machine for `mode` with `smp` vCPUs, the console
+/// (stdout and stderr) into `log`, and waits for qemu to exit, at most `timeout` (then kills it).
+pub(crate) fn run_guest(
+    arch: Arch,
+    mode: Mode,
+    smp: u32,
+    vmlinuz: &Path,
+    initrd: &Path,
+    log: &Path,
+    timeout: Duration,
+) -> Result<GuestRun, String> {
+    let out = fs::File::create(log).map_err(|e| format!("create {}: {e}", log.display()))?;
+    let (qemu, qemu_package) = arch.qemu();
+    let start = Instant::now();
+    let mut child = Command::new(qemu)
+        .args(["-nographic", "-no-reboot", "-m", "1G"])
+        .args(arch.machine_args(mode, smp))
+        // No NIC: the guest needs none, and its option ROM (iPXE) only slows the boot.
+        .args(["-nic", "none"])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", arch.append()])
+        .stdin(Stdio::null())
+        .stdout(
+            out.try_clone()
+                .map_err(|e| format!("{}: {e}", log.display()))?,
+        )
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("cannot run {qemu}: {e}; install {qemu_package}"))?;
+    let mut cpu = None;
+    loop {
+        // A qemu that exited is a zombie until waited for, and its times are still in /proc.
+        if let Some(t) = zombie_cpu_time(child.id()) {
+            cpu = Some(t);
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                return Ok(GuestRun {
+                    status: Some(status),
+                    cpu,
+                    wall: start.elapsed(),
+                })
+            }
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(GuestRun {
+                    status: None,
+                    cpu,
+                    wall: start.elapsed(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(format!("waiting for qemu: {e}")),
+        }
+    }
 }
 
 /// The CPU time (utime + stime, in USER_HZ = 100 ticks per second) of process `pid` once it is a

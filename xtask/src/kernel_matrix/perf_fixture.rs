@@ -18,11 +18,11 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::arch::{Arch, Mode};
-use super::{busybox, cpio, download, fetch_kernel, matrix_dir, suite_for, zombie_cpu_time};
+use super::{busybox, cpio, download, fetch_kernel, matrix_dir, run_guest, suite_for};
 use crate::apt::{run, Apt};
 use crate::workspace_root;
 
@@ -383,55 +383,32 @@ pub fn main(args: &[String]) -> Result<(), String> {
     );
 
     let log = dir.join("perf-fixture.log");
-    let out = fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
-    let (qemu, qemu_package) = arch.qemu();
     eprintln!(
         "arm64-perf-fixture: booting {} ({}); console in {}",
         kernel.release,
         kernel.source,
         log.display()
     );
-    let boot = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(["-nographic", "-no-reboot", "-m", "1G"])
-        // The exact mode's machine (`-icount shift=0`, one vCPU): only under icount does qemu's PMU
-        // offer INST_RETIRED, so only then is `inst_retired` in the guest's sysfs.
-        .args(arch.machine_args(Mode::Exact, 1))
-        .args(["-nic", "none"])
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
-        .args(["-append", arch.append()])
-        .stdin(Stdio::null())
-        .stdout(
-            out.try_clone()
-                .map_err(|e| format!("{}: {e}", log.display()))?,
-        )
-        .stderr(out)
-        .spawn()
-        .map_err(|e| format!("cannot run {qemu}: {e}; install {qemu_package}"))?;
-    let mut cpu = None;
-    loop {
-        if let Some(t) = zombie_cpu_time(child.id()) {
-            cpu = Some(t);
-        }
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if boot.elapsed() >= opts.timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "the guest ran past {} s; see {}",
-                    opts.timeout.as_secs(),
-                    log.display()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(format!("waiting for qemu: {e}")),
-        }
+    // The exact mode's machine (`-icount shift=0`, one vCPU): only under icount does qemu's PMU
+    // offer INST_RETIRED, so only then is `inst_retired` in the guest's sysfs.
+    let guest = run_guest(
+        arch,
+        Mode::Exact,
+        1,
+        &kernel.vmlinuz,
+        &initrd,
+        &log,
+        opts.timeout,
+    )?;
+    if guest.status.is_none() {
+        return Err(format!(
+            "the guest ran past {} s; see {}",
+            opts.timeout.as_secs(),
+            log.display()
+        ));
     }
-    let guest_secs = boot.elapsed().as_secs_f64();
+    let cpu = guest.cpu;
+    let guest_secs = guest.wall.as_secs_f64();
     let bytes = fs::read(&log).map_err(|e| format!("read {}: {e}", log.display()))?;
     let cap = parse_log(&String::from_utf8_lossy(&bytes));
     if !cap.done || cap.cases.len() != corpus.len() {
