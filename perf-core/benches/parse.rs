@@ -17,7 +17,7 @@
 
 use std::hint::black_box;
 use std::os::fd::AsFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use perf_core::record::*;
 use perf_core::{Chunk, ParseConfig, ParseFields, Records};
@@ -296,8 +296,61 @@ fn cheap_fields(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
     (n, sum)
 }
 
+/// The wall clock, or this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+enum Clock {
+    Wall(Instant),
+    Cpu(Duration),
+}
+
+impl Clock {
+    fn now(cpu: bool) -> Self {
+        if cpu {
+            Clock::Cpu(thread_cpu_time())
+        } else {
+            Clock::Wall(Instant::now())
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        match self {
+            Clock::Cpu(start) => thread_cpu_time().saturating_sub(*start),
+            Clock::Wall(start) => start.elapsed(),
+        }
+    }
+}
+
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID exists on every Linux we run on.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn main() {
-    let (bytes, cfg, source) = match capture() {
+    // PARSE_BENCH_INPUT=FILE parses the buffer a run saved with PARSE_BENCH_SAVE=FILE (the layout's six
+    // fields, then the records), so that A/B runs of two builds time the same records.
+    let saved = std::env::var_os("PARSE_BENCH_INPUT").map(|path| {
+        let file = std::fs::read(path).expect("PARSE_BENCH_INPUT");
+        let word = |i: usize| u64::from_ne_bytes(file[i * 8..i * 8 + 8].try_into().unwrap());
+        let fields = ParseFields {
+            sample_type: word(0),
+            read_format: word(1),
+            branch_sample_type: word(2),
+            sample_regs_user: word(3),
+            sample_regs_intr: word(4),
+            sample_id_all: file[40] != 0,
+        };
+        (file[41..].to_vec(), ParseConfig::new(fields))
+    });
+    let captured = match saved {
+        Some((b, c)) => Ok((b, c)),
+        None => capture(),
+    };
+    let (bytes, cfg, source) = match captured {
         Ok((b, c)) if !b.is_empty() => (b, c, "captured at start-up"),
         Ok(_) => {
             let (b, c) = fallback();
@@ -309,6 +362,22 @@ fn main() {
             (b, c, "fixtures")
         }
     };
+    if let Some(path) = std::env::var_os("PARSE_BENCH_SAVE") {
+        let f = cfg.fields();
+        let mut out = Vec::new();
+        for w in [
+            f.sample_type,
+            f.read_format,
+            f.branch_sample_type,
+            f.sample_regs_user,
+            f.sample_regs_intr,
+        ] {
+            out.extend_from_slice(&w.to_ne_bytes());
+        }
+        out.push(f.sample_id_all as u8);
+        out.extend_from_slice(&bytes);
+        std::fs::write(path, out).expect("PARSE_BENCH_SAVE");
+    }
     let bytes = &bytes[..];
 
     let mut kinds = std::collections::BTreeMap::new();
@@ -383,13 +452,19 @@ fn main() {
         .into_iter()
         .filter(|(name, _)| filter.as_ref().is_none_or(|f| name.contains(f.as_str())))
         .collect();
+    // PARSE_BENCH_CLOCK=cpu: time each round by this thread's CPU time, not the wall clock, so that on a
+    // machine shared with other jobs the time this thread waits for a CPU is not counted.
+    let cpu_time = std::env::var("PARSE_BENCH_CLOCK").is_ok_and(|v| v == "cpu");
+    if cpu_time {
+        println!("clock: this thread's CPU time (PARSE_BENCH_CLOCK=cpu)");
+    }
     let rounds = 7;
     let iters = 200;
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
     for _ in 0..rounds {
         // Interleaved so drift hits all contenders alike.
         for (i, (_, f)) in contenders.iter().enumerate() {
-            let t = Instant::now();
+            let t = Clock::now(cpu_time);
             let mut n = 0;
             for _ in 0..iters {
                 let (k, s) = f();
