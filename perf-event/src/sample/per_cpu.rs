@@ -196,6 +196,8 @@ pub(crate) fn copy_per_cpu<'a>(
 #[derive(Debug)]
 struct Queued {
     time: u64,
+    /// Whether `time` is the record's own (not its ring's previous record's).
+    timed: bool,
     seq: u64,
     cpu: u32,
     cpumode: Priv,
@@ -237,7 +239,10 @@ struct Source<'a> {
 /// (the kernel writes a CPU's records in the order it timestamps them) and a record is
 /// committed to its ring within one round of its timestamp: each round reads every ring up to
 /// its head, then emits the queued records not newer than the newest time seen before the round
-/// (perf's `FINISHED_ROUND` rule); a round that finds every ring empty flushes the queue. Records
+/// (perf's `FINISHED_ROUND` rule); a round that finds every ring empty flushes the queue. A
+/// record committed later than that (its CPU was held up between taking the time and writing the
+/// record, e.g. a virtual CPU descheduled by a busy host) still comes out, after newer ones, and
+/// is counted in [`late`](Self::late), as perf counts such "out of order events". Records
 /// without a time take the time of the record before them in their ring, keeping their place.
 /// A ring whose records cannot be parsed is skipped, as [`Iter`] does.
 #[derive(Debug)]
@@ -249,6 +254,10 @@ pub struct MergedIter<'a> {
     /// The newest time read so far.
     newest: u64,
     seq: u64,
+    /// The newest time emitted so far.
+    emitted: u64,
+    /// Records emitted after a newer one.
+    late: u64,
 }
 
 impl<'a> MergedIter<'a> {
@@ -267,12 +276,22 @@ impl<'a> MergedIter<'a> {
             horizon: 0,
             newest: 0,
             seq: 0,
+            emitted: 0,
+            late: 0,
         }
     }
 
     /// Records queued, read from the rings but not yet emitted.
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Records emitted so far whose time is older than that of a record emitted before them:
+    /// committed to their ring more than a round after their time (see the type's docs), or
+    /// emitted after a [`flush`](Self::flush). Zero while the timed records of the merged stream
+    /// are in time order; records without a time are not counted.
+    pub fn late(&self) -> u64 {
+        self.late
     }
 
     /// Reads every ring up to its head (at most [`ROUND_MAX`] records each); returns how many
@@ -297,15 +316,14 @@ impl<'a> MergedIter<'a> {
                     Err(_) => continue,
                 };
                 n += 1;
-                let time = record
-                    .record_id()
-                    .and_then(|id| id.time)
-                    .unwrap_or(src.last_time);
+                let own = record.record_id().and_then(|id| id.time);
+                let time = own.unwrap_or(src.last_time);
                 src.last_time = time;
                 self.newest = self.newest.max(time);
                 self.seq += 1;
                 self.queue.push(Reverse(Queued {
                     time,
+                    timed: own.is_some(),
                     seq: self.seq,
                     cpu: src.cpu,
                     cpumode,
@@ -327,9 +345,15 @@ impl<'a> MergedIter<'a> {
             Some(Reverse(q)) if q.time <= self.horizon => {}
             _ => return None,
         }
-        self.queue
-            .pop()
-            .map(|Reverse(q)| (q.cpu, q.cpumode, q.record))
+        let Reverse(q) = self.queue.pop()?;
+        if q.timed {
+            if q.time < self.emitted {
+                self.late += 1;
+            } else {
+                self.emitted = q.time;
+            }
+        }
+        Some((q.cpu, q.cpumode, q.record))
     }
 
     /// Emits every queued record, whatever the horizon: for the end of a capture, after the
