@@ -625,6 +625,57 @@ impl Ring<Data> {
         Some((pos, len))
     }
 
+    /// The record at 8-aligned position `pos` of a normal ring, with `available` bytes below a head
+    /// this ring loaded (fewer than `size`), when its header is sound and it does not wrap the end:
+    /// `(offset, length)` in the area. `None` for anything else (the checking paths say what).
+    #[inline(always)]
+    fn in_place(&self, pos: u64, available: u64) -> Option<(usize, usize)> {
+        if available < HEADER || available >= self.size || pos & (HEADER - 1) != 0 {
+            return None;
+        }
+        let len = u64::from(self.header_size(pos));
+        let off = pos & (self.size - 1);
+        if len < HEADER || len & (HEADER - 1) != 0 || len > available || off + len > self.size {
+            return None;
+        }
+        // `off + len <= size`, which fits in usize (checked at construction): the casts are lossless.
+        Some((off as usize, len as usize))
+    }
+
+    /// The bytes `[off, off + len)` of the area, from [`in_place`](Self::in_place).
+    ///
+    /// Only for a record of a normal ring in `[published tail, seen_head)`, as [`chunk`](Self::chunk).
+    #[inline(always)]
+    fn slice(&self, off: usize, len: usize) -> &[u8] {
+        let len = len.min(self.size as usize - off.min(self.size as usize));
+        // SAFETY: `off + len <= size` (clamped above; `in_place` already guarantees it), so the range lies
+        // in the `size`-byte area. Callers only pass records below a head this ring loaded with Acquire and
+        // at or after the published tail, which the producer does not write until a tail past them is
+        // published; that needs `&mut self`, so not while the returned borrow of `self` lives.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(off), len) }
+    }
+
+    /// Consumes the next record when it needs none of the work [`next_record`](Ring::next_record)
+    /// may do: it lies below the head loaded last, does not wrap the ring's end, and no publication is
+    /// due. Returns its bytes (header included, one slice, 8-byte aligned when the area is); `None`
+    /// consumes nothing and says only "not here": call `next_record`, which does every check
+    /// (mode, process, head, header) and says why.
+    ///
+    /// The hot path of a per-record reader: it touches neither the head nor the tail field of the
+    /// page, and the tail is published as described at `next_record`. It needs no fork check of its
+    /// own: in a child made by `fork()` the area is a zeroed placeholder (see [`fork`]), whose header
+    /// size 0 sends every call to `next_record`, which refuses.
+    #[inline(always)]
+    pub fn next_seen(&mut self) -> Option<&[u8]> {
+        let pos = self.tail;
+        if self.mode != RingMode::Normal || pos.wrapping_sub(self.published) >= self.size / 4 {
+            return None;
+        }
+        let (off, len) = self.in_place(pos, self.seen_head.wrapping_sub(pos))?;
+        self.tail = pos.wrapping_add(len as u64);
+        Some(self.slice(off, len))
+    }
+
     /// Consumes one record: calls `f` with its bytes, then publishes the tail past it (also when `f`
     /// panics). `Ok(None)` when the ring is empty.
     ///
@@ -758,6 +809,23 @@ impl Batch<'_, Data> {
         let pos = self.pos;
         self.pos = pos.wrapping_add(len);
         Ok(Some(self.ring.chunk(pos, len)))
+    }
+
+    /// The next record when it does not wrap the ring's end and its header is sound: its bytes
+    /// (header included) as one slice, consumed. `None` consumes nothing: call
+    /// [`next_record`](Batch::next_record), which hands out a wrapped record as two slices, reports a
+    /// bad header, and says when the batch is used up.
+    ///
+    /// The hot path of a batch walk (no error value to build, no second slice to look at).
+    #[inline(always)]
+    pub fn next_seen(&mut self) -> Option<&[u8]> {
+        if self.ring.mode != RingMode::Normal {
+            return None;
+        }
+        let pos = self.pos;
+        let (off, len) = self.ring.in_place(pos, self.head.wrapping_sub(pos))?;
+        self.pos = pos.wrapping_add(len as u64);
+        Some(self.ring.slice(off, len))
     }
 }
 

@@ -352,16 +352,19 @@ fn a_fork_child_gets_placeholders_not_the_parents_ring() {
     if pid == 0 {
         // The kernel did not copy the mapping (VM_DONTCOPY): reading it would fault. perf-core mapped zeroed
         // placeholders over it and refuses to read.
-        let refused = matches!(
-            ring.next_record().map_err(Error::into_kind),
-            Err(ErrorKind::ForkedChild { .. })
-        ) && matches!(
-            ring.next_span().map_err(Error::into_kind),
-            Err(ErrorKind::ForkedChild { .. })
-        ) && matches!(
-            ring.batch().map_err(Error::into_kind),
-            Err(ErrorKind::ForkedChild { .. })
-        );
+        let refused = ring.next_seen().is_none()
+            && matches!(
+                ring.next_record().map_err(Error::into_kind),
+                Err(ErrorKind::ForkedChild { .. })
+            )
+            && matches!(
+                ring.next_span().map_err(Error::into_kind),
+                Err(ErrorKind::ForkedChild { .. })
+            )
+            && matches!(
+                ring.batch().map_err(Error::into_kind),
+                Err(ErrorKind::ForkedChild { .. })
+            );
         let zeroed =
             ring.page().data_size() == 0 && page.page().snapshot().is_ok_and(|s| s.lock == 0);
         drop(ring);

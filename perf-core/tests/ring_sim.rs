@@ -981,6 +981,125 @@ fn the_fast_path_never_reads_an_overwrite_ring_forward() {
         ring.next_span().map_err(Error::into_kind),
         Err(ErrorKind::RingMode { .. })
     ));
+    assert!(ring.next_seen().is_none());
+}
+
+#[test]
+fn next_seen_hands_out_only_whole_records_below_the_head_seen_with_nothing_to_publish() {
+    let Sim {
+        mut kernel,
+        mut ring,
+        ..
+    } = Sim::new(SimConfig::new(256)).unwrap();
+    for seq in 0..6 {
+        kernel.output(SAMPLE, 0, &body(seq, 8)).unwrap(); // 24 bytes each
+    }
+    // No head loaded yet: nothing is known to be published.
+    assert!(ring.next_seen().is_none());
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 0, 8);
+    // Below the head `next_record` loaded: in place, consumed, not published.
+    for seq in 1..3 {
+        let rec = ring.next_seen().expect("below the head seen");
+        check_record(Chunk::contiguous(rec), SAMPLE, seq, 8);
+        assert_eq!(rec.as_ptr() as usize % 8, 0, "8-byte aligned");
+    }
+    assert_eq!(ring.tail(), 72);
+    assert_eq!(kernel.published_tail(), 0);
+    // A quarter consumed: publication is due, which is `next_record`'s work.
+    assert!(ring.next_seen().is_none());
+    assert_eq!(ring.tail(), 72, "nothing consumed");
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 3, 8);
+    assert_eq!(kernel.published_tail(), 72);
+    for seq in 4..6 {
+        check_record(Chunk::contiguous(ring.next_seen().unwrap()), SAMPLE, seq, 8);
+    }
+    // Used up: a newer record stays unseen until `next_record` loads the head (after publishing).
+    kernel.output(SAMPLE, 0, &body(6, 8)).unwrap();
+    assert!(ring.next_seen().is_none());
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 6, 8);
+    assert_eq!(kernel.published_tail(), 144);
+    // A record that wraps the end (at 184, 104 bytes) is never handed out in place, also below the
+    // head seen.
+    kernel.output(SAMPLE, 0, &body(7, 0)).unwrap();
+    kernel.output(SAMPLE, 0, &body(8, 88)).unwrap();
+    check_record(ring.next_record().unwrap().unwrap(), SAMPLE, 7, 0);
+    assert!(ring.next_seen().is_none(), "wraps the end");
+    assert_eq!(ring.tail(), 184, "nothing consumed");
+    let rec = ring.next_record().unwrap().unwrap();
+    assert!(!rec.second().is_empty());
+    check_record(rec, SAMPLE, 8, 88);
+    drop(ring);
+    assert_eq!(kernel.published_tail(), kernel.head());
+}
+
+#[test]
+fn a_batch_walks_in_place_and_leaves_wrapped_and_bad_records_to_next_record() {
+    let size = 256u64;
+    for start in (0..size).step_by(8) {
+        let Sim {
+            mut kernel,
+            mut ring,
+            ..
+        } = Sim::new(SimConfig::new(size)).unwrap();
+        kernel.set_positions(&mut ring, start, start).unwrap();
+        for seq in 0..4 {
+            kernel.output(SAMPLE, 0, &body(seq, 24)).unwrap(); // 40 bytes each
+        }
+        let mut batch = ring.batch().unwrap();
+        let mut seq = 0;
+        loop {
+            let pos = batch.position();
+            let rec = match batch.next_seen() {
+                Some(bytes) => {
+                    assert!((pos % size) + 40 <= size, "in place only when it fits");
+                    Chunk::contiguous(bytes)
+                }
+                None => {
+                    assert_eq!(batch.position(), pos, "nothing consumed");
+                    match batch.next_record().unwrap() {
+                        Some(rec) => {
+                            assert!(seq == 4 || (pos % size) + 40 > size, "{start} {seq}");
+                            rec
+                        }
+                        None => break,
+                    }
+                }
+            };
+            check_record(rec, SAMPLE, seq, 24);
+            seq += 1;
+        }
+        assert_eq!(seq, 4);
+        drop(batch);
+        assert_eq!(kernel.published_tail(), kernel.head());
+    }
+    // A bad header is never handed out in place (by a batch or by the ring); `next_record` says what
+    // is wrong.
+    for bad in [0u16, 4, 12, 7, 0xfff8] {
+        let Sim {
+            mut kernel,
+            mut ring,
+            ..
+        } = Sim::new(SimConfig::new(size)).unwrap();
+        kernel.output(SAMPLE, 0, &body(0, 8)).unwrap();
+        kernel.output(SAMPLE, 0, &body(1, 8)).unwrap();
+        let mut header = [0u8; 8];
+        header[..4].copy_from_slice(&SAMPLE.to_ne_bytes());
+        header[6..].copy_from_slice(&bad.to_ne_bytes());
+        kernel.corrupt(&mut ring, 24, &header).unwrap();
+        let mut batch = ring.batch().unwrap();
+        check_record(Chunk::contiguous(batch.next_seen().unwrap()), SAMPLE, 0, 8);
+        assert!(batch.next_seen().is_none(), "size {bad}");
+        assert!(matches!(
+            batch.next_record().map_err(Error::into_kind),
+            Err(ErrorKind::RingCorruptRecord { .. })
+        ));
+        drop(batch);
+        assert!(ring.next_seen().is_none(), "size {bad}");
+        assert!(matches!(
+            ring.next_record().map_err(Error::into_kind),
+            Err(ErrorKind::RingCorruptRecord { .. })
+        ));
+    }
 }
 
 #[test]

@@ -87,6 +87,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Consumes the next record when the ring's hot path can ([`Ring::next_seen`]: below the head
+    /// loaded last, not wrapping, no publication due) and this reader holds the ring with nobody
+    /// asking for it; `None` sends the caller to [`take`](Self::take), which does the rest.
+    ///
+    /// [`Ring::next_seen`]: perf_core::Ring::next_seen
+    #[inline(always)]
+    fn next_seen(&mut self) -> Option<&[u8]> {
+        if self.sampler.wanted() {
+            return None;
+        }
+        self.lease.as_mut()?.ring()?.next_seen()
+    }
+
     /// Forgets the error of the last call (`next`'s form has no error).
     #[cold]
     pub(crate) fn clear_error(&mut self) {
@@ -179,11 +192,24 @@ impl<'a> Reader<'a> {
 
     /// [`next_with`](Self::next_with) leaving any error in the reader
     /// ([`take_error`](Self::take_error)).
+    ///
+    /// The hot path ([`next_seen`](Self::next_seen)) is inlined into the caller; the rest is not.
     #[inline(always)]
     pub(crate) fn with_next<R>(
         &mut self,
         f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
     ) -> Option<R> {
+        let sampler = self.sampler;
+        if let Some(bytes) = self.next_seen() {
+            return Some(f(Chunk::contiguous(bytes), sampler));
+        }
+        self.with_taken(f)
+    }
+
+    /// [`with_next`](Self::with_next) past the hot path: loads the head, publishes, acquires the
+    /// ring, hands out a record that wraps.
+    #[inline(never)]
+    fn with_taken<R>(&mut self, f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R) -> Option<R> {
         let span = self.take()?;
         let sampler = self.sampler;
         Some(f(self.consumed(span)?, sampler))
@@ -226,14 +252,17 @@ impl<'a> Reader<'a> {
                 if n >= max {
                     break false;
                 }
-                match batch.next_record() {
-                    Ok(Some(chunk)) => {
-                        f(chunk, sampler);
-                        n += 1;
-                    }
-                    Ok(None) => break false,
-                    Err(_) => break true,
-                }
+                // One call of `f`, so that it is inlined into the walk.
+                let chunk = match batch.next_seen() {
+                    Some(bytes) => Chunk::contiguous(bytes),
+                    None => match batch.next_record() {
+                        Ok(Some(chunk)) => chunk,
+                        Ok(None) => break false,
+                        Err(_) => break true,
+                    },
+                };
+                f(chunk, sampler);
+                n += 1;
             },
             Err(e) if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) => {
                 self.ended = true;
@@ -462,7 +491,10 @@ impl<'a> CowChunk<'a> {
     /// The `PERF_RECORD_*` type from the header.
     #[inline]
     pub fn record_type(&self) -> u32 {
-        self.chunk.read_u32(0).unwrap_or(0)
+        // `bytes` is the whole record, header included, in one slice.
+        self.bytes
+            .first_chunk::<4>()
+            .map_or(0, |&b| u32::from_ne_bytes(b))
     }
 }
 
@@ -518,27 +550,35 @@ impl<'a> RawRecord<'a> {
 }
 
 /// A record's bytes as one aligned slice: in place, or copied into `scratch` when it wraps.
-#[inline]
+///
+/// Built from scalars on both paths (the copy returns only its slice, and takes the halves as
+/// arguments), so that the record stays in registers on its way to the caller's closure.
+#[inline(always)]
 fn contiguous<'s>(chunk: Chunk<'s>, scratch: &'s mut Vec<u8>) -> CowChunk<'s> {
-    if let Some(bytes) = chunk.as_contiguous() {
-        // The ring's data area is page aligned and records are 8-byte multiples, so `bytes` is
-        // 8-byte aligned.
-        return CowChunk { bytes, chunk };
-    }
-    copied(chunk, scratch)
+    // The ring's data area is page aligned and records are 8-byte multiples, so bytes in place are
+    // 8-byte aligned.
+    let bytes = match chunk.as_contiguous() {
+        Some(bytes) => bytes,
+        None => copied(chunk.first(), chunk.second(), scratch),
+    };
+    CowChunk { bytes, chunk }
 }
 
-/// A record that wraps the ring's end, copied into `scratch` (8-byte aligned).
+/// A record that wraps the ring's end (`first`, then `second`), copied into `scratch` (8-byte
+/// aligned).
 #[cold]
-fn copied<'s>(chunk: Chunk<'s>, scratch: &'s mut Vec<u8>) -> CowChunk<'s> {
-    let len = chunk.len();
+#[inline(never)]
+fn copied<'s>(first: &[u8], second: &[u8], scratch: &'s mut Vec<u8>) -> &'s [u8] {
+    let len = first.len() + second.len();
     if scratch.len() < len + 8 {
         scratch.resize(len + 8, 0);
     }
     let off = scratch.as_ptr().align_offset(8).min(7);
     let dst = &mut scratch[off..off + len];
-    chunk.copy_to_slice(dst);
-    CowChunk { bytes: dst, chunk }
+    let (a, b) = dst.split_at_mut(first.len());
+    a.copy_from_slice(first);
+    b.copy_from_slice(second);
+    dst
 }
 
 /// Counts lost data from a LOST / LOST_SAMPLES record's bytes without building a record.
@@ -872,6 +912,52 @@ mod tests {
         assert_eq!(published[8], 256, "{published:?}");
         assert_eq!(published[16], 512, "{published:?}");
         assert_eq!(kernel.published_tail(), 768);
+    }
+
+    #[test]
+    fn next_hands_out_every_record_once_in_place_or_copied_and_gives_the_ring_back_when_asked() {
+        // 256 bytes hold 8 records; a LOST record first, so that samples straddle the ring's end.
+        let (mut kernel, sampler) = sim(256);
+        let mut it = sampler.iter().into_cow();
+        let lost = [7u64.to_ne_bytes(), 5u64.to_ne_bytes()].concat();
+        kernel.output(perf_sys::PERF_RECORD_LOST, 0, &lost).unwrap();
+        assert_eq!(
+            it.next(|cc, _| cc.record_type()),
+            Some(perf_sys::PERF_RECORD_LOST)
+        );
+        let (mut n, mut wrapped) = (0, 0);
+        for _ in 0..20 {
+            let written: Vec<Vec<u8>> = (0..3).map(|i| sample(&mut kernel, n + i)).collect();
+            for (i, want) in written.iter().enumerate() {
+                let (bytes, split, ip_) = it
+                    .next(|cc, p| {
+                        assert_eq!(cc.as_bytes().as_ptr() as usize % 8, 0, "8-byte aligned");
+                        let (a, b) = cc.as_slices();
+                        assert_eq!([a, b].concat(), cc.as_bytes());
+                        (cc.to_vec(), !b.is_empty(), ip(&p.parse(cc).1))
+                    })
+                    .expect("a record");
+                assert_eq!(bytes, *want);
+                assert_eq!(ip_, 0x1000 + n + i as u64);
+                wrapped += usize::from(split);
+            }
+            assert!(it.next(|_, _| ()).is_none(), "the ring is empty");
+            n += 3;
+        }
+        assert!(wrapped > 0, "some records wrapped the ring's end");
+        assert_eq!(kernel.published_tail(), kernel.head());
+        assert_eq!(sampler.lost().unwrap().lost_records, 5, "LOST accounted");
+        // A second reader's request is honoured at the next call, also with records below the
+        // head seen: the holder gives the ring back, and nothing is read twice.
+        for i in 0..3 {
+            sample(&mut kernel, 100 + i);
+        }
+        assert_eq!(it.next(|cc, p| ip(&p.parse(cc).1)), Some(0x1000 + 100));
+        let mut other = sampler.iter();
+        assert!(matches!(other.try_next(), Some(Err(Error::RingBusy))));
+        assert!(matches!(it.try_next(|_, _| ()), Some(Err(Error::RingBusy))));
+        let rest: Vec<u64> = other.by_ref().map(|(_, r)| ip(&r)).collect();
+        assert_eq!(rest, [0x1000 + 101, 0x1000 + 102]);
     }
 
     #[test]
