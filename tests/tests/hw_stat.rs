@@ -182,20 +182,28 @@ fn multiplexed_events_show_their_running_fraction() {
     let l = lines(&err);
     assert_eq!(l.len(), 10, "{err}");
     let mut worst = 0f64;
+    let mut sum = 0f64;
     for x in &l {
         let running = x.running.unwrap_or_else(|| panic!("no (xx.xx%) on {x:?}"));
         assert!(running > 0.0 && running < 100.0, "{x:?}");
         let v: f64 = x.value.parse().unwrap();
         worst = worst.max((v - truth).abs() / truth);
+        sum += v;
     }
+    let mean = (sum / l.len() as f64 - truth).abs() / truth;
     println!(
-        "worst scaled error against the count alone: {:.4}%",
-        worst * 100.0
+        "scaled error against the count alone: worst {:.4}%, mean of the ten {:.4}%",
+        worst * 100.0,
+        mean * 100.0
     );
     if exact() {
-        // The library's own scaling of a uniform loop is within 0.1% (hw_count); a whole command
-        // (exec, page faults, then the loop) is less uniform over the rotations: 0.12-0.14% seen.
-        assert!(worst < 0.005, "{:.4}% off", worst * 100.0);
+        // The library's own scaling of a uniform loop is within 0.1% (hw_count). A whole command
+        // is not uniform: its exec and page faults run in the kernel, where cycles:u does not
+        // count, so an event scheduled out then is scaled up from user time only. Usually
+        // 0.08-0.14% off; once (7.2, a clean-clone CI) one event 2.42% and the mean 0.44%, when
+        // the rotations fell on the start-up differently. The mean shares the start-up among all.
+        assert!(worst < 0.03, "{:.4}% off", worst * 100.0);
+        assert!(mean < 0.01, "the mean is {:.4}% off", mean * 100.0);
     }
     // Elsewhere cycles follow the clock (frequency scaling, or the host's load under qemu without
     // icount): another run's count is no truth, so only the multiplexing is checked.
