@@ -476,6 +476,8 @@ struct Spec {
     cpus: Option<Vec<u32>>,
     /// In a group of several (`{a,b}`): the index of the group's leader among the specs.
     leader: Option<usize>,
+    /// `:S` on a group: the leader's samples read the whole group (`PERF_SAMPLE_READ`).
+    sample_read: bool,
 }
 
 impl Spec {
@@ -511,11 +513,15 @@ fn parse_specs(machine: &Machine, texts: &[String]) -> Result<Vec<Spec>, Fail> {
             let grouped = e
                 .group()
                 .is_some_and(|g| sizes.get(g).copied().unwrap_or(0) > 1);
+            // Only the event's text sets PERF_SAMPLE_READ; no option of this example does.
+            let read = u64::from(sys::PERF_SAMPLE_READ);
+            let sample_read = e.to_attr(&Opts::default()).sample_type & read != 0;
             specs.push(Spec {
                 event: e.event().clone(),
                 name: e.name().to_owned(),
                 cpus: e.cpus().map(<[u32]>::to_vec),
                 leader: if grouped { leader } else { None },
+                sample_read: grouped && sample_read,
             });
         }
     }
@@ -597,7 +603,7 @@ fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
                 // Build ids in MMAP2 need Linux 5.12.
                 opts.extra_record.mmap.ext = Some(UseBuildId(false));
             }
-            Err(e) if inherit_reads(&specs, target, &opts) => {
+            Err(e) if inherit_reads(&specs, target) => {
                 return Err(fail(format!(
                     "{e}\n(`:S` makes the leader's samples read the group; inherited counters, \
                      which follow a command or -p's threads, can do that since Linux 6.12 only: \
@@ -610,12 +616,8 @@ fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
 }
 
 /// Whether a group samples its counts (`:S`) on inherited counters (Linux 6.12+).
-fn inherit_reads(specs: &[Spec], target: &Target, opts: &Opts) -> bool {
-    let read = u64::from(sys::PERF_SAMPLE_READ);
-    !matches!(target, Target::AllCpus)
-        && specs
-            .iter()
-            .any(|s| s.leader.is_some() && s.event.to_attr(opts).sample_type & read != 0)
+fn inherit_reads(specs: &[Spec], target: &Target) -> bool {
+    !matches!(target, Target::AllCpus) && specs.iter().any(|s| s.sample_read)
 }
 
 /// Opens every event that counts on each CPU, for each task of the target. Per CPU and task, the
@@ -682,7 +684,7 @@ fn open_task(
         }
         // `{a,b}:S`: the leader's samples carry the whole group's counts, and the members do not
         // sample (unless their own period= or freq= says so), as perf opens them.
-        let sample_read = s.event.to_attr(&o).sample_type & u64::from(sys::PERF_SAMPLE_READ) != 0;
+        let sample_read = s.sample_read;
         if sample_read {
             o.stat_format.siblings = true;
             o.stat_format.id = true;
