@@ -6,9 +6,9 @@
 //!
 //! The fast walk is `next_record + sample_view` (or `walk + sample_view`: with a one-pointer
 //! `perf_core::Error` the iterator's item costs no more than [`Records::next_record`]'s):
-//! [`RawRecord::sample_view`](perf_core::RawRecord::sample_view) returns an `Option`, so the view stays in
-//! registers, where [`RawRecord::view`](perf_core::RawRecord::view) returns a `Result<RecordView, Error>` as
-//! large as a whole `Record`, which goes through memory.
+//! [`RawRecord::sample_view`](perf_core::RawRecord::sample_view) returns an `Option`;
+//! [`RawRecord::view`](perf_core::RawRecord::view) returns a small `Result<RecordView, Error>` (88 bytes: an
+//! other record is an `OtherView`, not a parsed `Record`), which also stays in registers.
 //!
 //! The capture: a `syscalls:sys_enter_getppid` tracepoint and a `page-faults` event, both with
 //! `IP|TID|TIME|ID|CPU|PERIOD|RAW|CALLCHAIN` and `sample_id_all`, `mmap2/comm/task`, sharing one ring
@@ -238,7 +238,7 @@ fn fold_sample_view(sum: u64, s: &SampleView<'_>) -> u64 {
 fn fold_view(sum: u64, view: Result<RecordView<'_>, perf_core::Error>) -> u64 {
     match view {
         Ok(RecordView::Sample(s)) => fold_sample_view(sum, &s),
-        Ok(RecordView::Other(other)) => fold_other(sum, &other),
+        Ok(RecordView::Other(other)) => fold_other(sum, &other.record()),
         Ok(_) => sum,
         Err(_) => sum.wrapping_add(1),
     }

@@ -85,7 +85,7 @@ fn fold(rec: &Record<'_>) -> u64 {
 fn fold_view(rec: &RecordView<'_>) -> u64 {
     let RecordView::Sample(s) = rec else {
         return match rec {
-            RecordView::Other(r) => fold(r),
+            RecordView::Other(r) => fold(&r.record()),
             _ => rec.record_type() as u64,
         };
     };

@@ -12,6 +12,9 @@
 //! cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]
 //!                                            run arm64 perf on tests/fixtures/perf-arm64/corpus.txt in a
 //!                                            qemu guest; save its output and the guest's PMU tree there
+//! cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]
+//!                                            perf-core's parse paths of REV against the working tree, in
+//!                                            one process, as medians of paired ratios
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
@@ -20,6 +23,7 @@ mod apt;
 mod bindings;
 mod headers;
 mod kernel_matrix;
+mod parse_ab;
 mod pmu_events;
 
 use std::path::PathBuf;
@@ -30,7 +34,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
             }
         }
         Some("pmu-events") => pmu_events::main(&args[1..]),
+        Some("parse-ab") => parse_ab::main(&args[1..]),
         Some("arm64-perf-fixture") => kernel_matrix::perf_fixture::main(&args[1..]),
         Some("kernel-matrix") => match kernel_matrix::parse_args(&args[1..]) {
             Ok(opts) => kernel_matrix::main(&opts),

@@ -21,7 +21,7 @@ pub use sample::{
     BranchEntry, BranchFlags, BranchStack, Callchain, CallchainContext, ReadEntry, ReadGroup,
     ReadSingle, ReadValues, Regs, Sample, StackUser, Weight,
 };
-pub use view::{RecordView, SampleView};
+pub use view::{OtherView, RecordView, SampleView};
 
 pub(crate) use cursor::Cursor;
 pub(crate) use sample::parse_read;

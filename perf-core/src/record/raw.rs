@@ -179,20 +179,27 @@ impl<'a> RawRecord<'a> {
     }
 
     /// The record for reading a few fields fast: a sample is checked against its layout in one pass and
-    /// its fields decoded on demand ([`SampleView`]); any other record is parsed as [`parse`](Self::parse)
-    /// does. Allocates nothing.
+    /// its fields decoded on demand ([`SampleView`]); any other record is checked as [`parse`](Self::parse)
+    /// checks it and given as an [`OtherView`](super::OtherView), whose
+    /// [`record`](super::OtherView::record) parses it. Allocates nothing.
     ///
     /// # Errors
     /// Exactly those of [`parse`](Self::parse): the view succeeds when the parse does.
     ///
-    /// The view borrows `cfg` as well as the record's bytes.
+    /// The view borrows `cfg` as well as the record's bytes. It is small (`Result<RecordView, Error>` is 88
+    /// bytes on 64-bit targets, where a [`Record`] is ~700), so in a loop it stays in registers: the other
+    /// records' check runs out of line and returns only its error.
     #[inline(always)]
     pub fn view<'v>(&self, cfg: &'v ParseConfig) -> Result<RecordView<'v>, Error>
     where
         'a: 'v,
     {
         if self.record_type() != PERF_RECORD_SAMPLE {
-            return self.view_other(cfg);
+            // Checked out of line; the view itself is built here, small, so it need not go through memory.
+            return match check_other(self.head, self.data.first(), self.data.second(), cfg) {
+                None => Ok(RecordView::Other(super::view::OtherView::new(*self, cfg))),
+                Some(e) => Err(e),
+            };
         }
         // Straight into the result: no intermediate `Result<SampleView, Error>` to move.
         match SampleView::try_new(self.misc(), self.data, cfg) {
@@ -204,10 +211,9 @@ impl<'a> RawRecord<'a> {
     /// The lazy [`SampleView`] of a sample that matches its layout; `None` for any other record, or for a
     /// sample that [`parse`](Self::parse) would refuse. The fastest way to read a few fields of each sample.
     ///
-    /// It returns no error on purpose: `view`'s `Result<RecordView, Error>` is as large as a whole
-    /// [`Record`] (its `Other` variant), so it lives in memory and the view is copied in and out of it,
-    /// where this `Option` stays in registers (compare `next_record + sample_view` with
-    /// `next_record + view` in `cargo bench -p perf-core --bench parse`). Where
+    /// It returns no error and no other record, so it skips `view`'s test of the record type and its
+    /// error path (compare `walk + sample_view` with `walk + view` in
+    /// `cargo bench -p perf-core --bench parse`). Where
     /// it gives `None`, [`view`](Self::view) tells the rest: [`RecordView::Other`] for another record type,
     /// or the error that refused the sample. A sample's layout is then checked twice, which only a damaged
     /// sample pays. Allocates nothing.
@@ -253,15 +259,17 @@ impl<'a> RawRecord<'a> {
             None
         }
     }
+}
 
-    /// [`view`](Self::view) for records other than samples: the full parse, kept out of the caller's loop.
-    #[inline(never)]
-    fn view_other<'v>(&self, cfg: &ParseConfig) -> Result<RecordView<'v>, Error>
-    where
-        'a: 'v,
-    {
-        parse_record(self.record_type(), self.misc(), self.data, cfg).map(RecordView::Other)
-    }
+/// Whether [`RawRecord::parse`] accepts a record other than a sample: `None`, or its error. Out of line and
+/// taking the record as a word and two slices, so that the caller's record never needs an address.
+#[inline(never)]
+fn check_other(head: u64, first: &[u8], second: &[u8], cfg: &ParseConfig) -> Option<Error> {
+    let raw = RawRecord {
+        head,
+        data: Chunk::new(first, second),
+    };
+    parse_record(raw.record_type(), raw.misc(), raw.data, cfg).err()
 }
 
 /// Why [`RawRecord::split`] refused `bytes`.
@@ -289,8 +297,7 @@ fn header_error(bytes: Chunk<'_>) -> Error {
 ///
 /// The fastest walk is this iterator or [`next_record`](Self::next_record) (the same cost: an item is a
 /// record beside a one-pointer [`Error`]) with [`RawRecord::sample_view`], and [`RawRecord::view`] for
-/// what it leaves: the view then stays in registers, where `view`'s result, as large as a whole
-/// [`Record`](crate::Record), goes through memory (`cargo bench -p perf-core --bench parse`).
+/// what it leaves; [`RawRecord::view`] alone is close behind (`cargo bench -p perf-core --bench parse`).
 #[derive(Clone, Debug)]
 pub struct Records<'a> {
     rest: Chunk<'a>,

@@ -14,6 +14,7 @@ use super::bytes::{Bytes, U64s};
 use super::config::{SamplePrefix, ABSENT, KNOWN_READ_FORMAT, KNOWN_SAMPLE_TYPE};
 use super::cursor::Cursor;
 use super::kinds::Record;
+use super::raw::RawRecord;
 use super::sample::{
     parse_branch_stack, parse_read, parse_regs, parse_sample, parse_stack_user, BranchStack,
     Callchain, ReadValues, Regs, Sample, StackUser, Weight,
@@ -71,7 +72,9 @@ const AFTER_PREFIX: u64 = (PERF_SAMPLE_READ
     | PERF_SAMPLE_AUX) as u64;
 
 /// A record as [`RawRecord::view`](crate::RawRecord::view) gives it: a lazily read sample, or any other
-/// record parsed in full (those are small and rare beside samples).
+/// record, checked, which [`OtherView::record`] parses (those are rare beside samples). Both variants are
+/// small (80 bytes on 64-bit targets), so a view stays in registers in a caller's loop where a [`Record`]
+/// (~700 bytes) goes through memory.
 ///
 /// ```
 /// use perf_core::record::RecordView;
@@ -98,19 +101,30 @@ const AFTER_PREFIX: u64 = (PERF_SAMPLE_READ
 /// let ips: Vec<u64> = s.callchain().unwrap().ips.iter().collect();
 /// assert_eq!(ips, [0x401000, 0x402000]);
 /// assert_eq!(perf_core::Record::Sample(s.to_sample()), raw.parse(&cfg)?);
+///
+/// // Any other record: checked by the view, parsed on demand.
+/// let mut lost = Vec::new();
+/// lost.extend_from_slice(&PERF_RECORD_LOST.to_ne_bytes());
+/// lost.extend_from_slice(&0u16.to_ne_bytes());
+/// lost.extend_from_slice(&24u16.to_ne_bytes());
+/// lost.extend_from_slice(&7u64.to_ne_bytes()); // id
+/// lost.extend_from_slice(&3u64.to_ne_bytes()); // lost
+/// let (raw, _) = RawRecord::from_chunk(Chunk::contiguous(&lost))?;
+/// let RecordView::Other(other) = raw.view(&cfg)? else { panic!("not another record") };
+/// assert_eq!(other.record_type(), PERF_RECORD_LOST);
+/// let perf_core::Record::Lost(l) = other.record() else { panic!("not LOST") };
+/// assert_eq!((l.id, l.lost), (7, 3));
 /// # Ok::<(), perf_core::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
-// A view is small beside the records it stands for; `Other` is as large as `Record`, whose size is its own.
-#[allow(clippy::large_enum_variant)]
 pub enum RecordView<'a> {
     /// `PERF_RECORD_SAMPLE`, validated, its fields read on demand.
     #[doc(alias = "PERF_RECORD_SAMPLE")]
     Sample(SampleView<'a>),
-    /// Any other record type, parsed as [`RawRecord::parse`](crate::RawRecord::parse) does (never
-    /// [`Record::Sample`]).
-    Other(Record<'a>),
+    /// Any other record type, checked as [`RawRecord::parse`](crate::RawRecord::parse) checks it;
+    /// [`OtherView::record`] gives the typed record (never [`Record::Sample`]).
+    Other(OtherView<'a>),
 }
 
 impl<'a> RecordView<'a> {
@@ -126,8 +140,54 @@ impl<'a> RecordView<'a> {
     pub fn to_record(&self) -> Record<'a> {
         match self {
             RecordView::Sample(s) => Record::Sample(s.to_sample()),
-            RecordView::Other(r) => r.clone(),
+            RecordView::Other(r) => r.record(),
         }
+    }
+}
+
+/// A record other than a sample that [`RawRecord::parse`](crate::RawRecord::parse) accepts, as
+/// [`RawRecord::view`](crate::RawRecord::view) gives it: the raw record and its config, small enough for a
+/// view to stay in registers (48 bytes, where a [`Record`] is ~700). [`record`](Self::record) parses it.
+#[derive(Clone, Copy)]
+pub struct OtherView<'a> {
+    raw: RawRecord<'a>,
+    cfg: &'a ParseConfig,
+}
+
+impl<'a> OtherView<'a> {
+    /// `raw`, which `cfg` parses without error and is not a sample.
+    pub(crate) const fn new(raw: RawRecord<'a>, cfg: &'a ParseConfig) -> Self {
+        OtherView { raw, cfg }
+    }
+
+    /// The `PERF_RECORD_*` type.
+    pub const fn record_type(&self) -> u32 {
+        self.raw.record_type()
+    }
+
+    /// The record's header and bytes.
+    pub const fn raw(&self) -> RawRecord<'a> {
+        self.raw
+    }
+
+    /// The typed record, as [`RawRecord::parse`](crate::RawRecord::parse) gives it (parsed again: the view
+    /// only checked it). Allocates nothing.
+    pub fn record(&self) -> Record<'a> {
+        match self.raw.parse(self.cfg) {
+            Ok(record) => record,
+            // Unreachable: the view exists only for a record that parses.
+            Err(_) => Record::Unknown(super::kinds::Unknown {
+                record_type: self.raw.record_type(),
+                misc: self.raw.misc(),
+                data: Bytes::borrowed(self.raw.data()),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for OtherView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("OtherView").field(&self.record()).finish()
     }
 }
 
@@ -622,5 +682,20 @@ pub(crate) fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
             len: data.len(),
         }
         .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view is small enough to stay in registers: no variant holds a parsed `Record` (~700 bytes).
+    #[test]
+    fn a_view_and_its_result_are_small() {
+        use std::mem::size_of;
+        assert!(size_of::<Record<'_>>() > 500);
+        assert!(size_of::<OtherView<'_>>() <= 6 * size_of::<usize>());
+        assert!(size_of::<RecordView<'_>>() <= 10 * size_of::<usize>());
+        assert!(size_of::<Result<RecordView<'_>, Error>>() <= 11 * size_of::<usize>());
     }
 }

@@ -171,7 +171,10 @@ fn ours_view(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
                 s.thread().map(|t| (t.pid, t.tid)),
                 s.raw().map(|r| r.len()),
             ),
-            Ok(RecordView::Other(Record::Lost(l))) => sum.wrapping_add(l.lost),
+            Ok(RecordView::Other(other)) => match other.record() {
+                Record::Lost(l) => sum.wrapping_add(l.lost),
+                _ => sum.wrapping_add(1),
+            },
             Ok(_) => sum.wrapping_add(1),
             Err(_) => sum.wrapping_add(0xbad),
         };
@@ -194,7 +197,10 @@ fn ours_typed(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
                 s.raw().map(|r| r.len()),
             ),
             None => match raw.view(cfg) {
-                Ok(RecordView::Other(Record::Lost(l))) => sum.wrapping_add(l.lost),
+                Ok(RecordView::Other(other)) => match other.record() {
+                    Record::Lost(l) => sum.wrapping_add(l.lost),
+                    _ => sum.wrapping_add(1),
+                },
                 Ok(_) => sum.wrapping_add(1),
                 Err(_) => sum.wrapping_add(0xbad),
             },
