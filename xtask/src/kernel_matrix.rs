@@ -355,10 +355,9 @@ fn json_str(line: &str, key: &str) -> Option<String> {
 /// `cargo ARGS --target TARGET --message-format=json-render-diagnostics` with `arch`'s build environment;
 /// returns its stdout (the JSON messages).
 fn cargo_json(arch: Arch, args: &[&str], what: &str) -> Result<String, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target = arch.rust_target();
     eprintln!("kernel-matrix: cargo {} --target {target}", args.join(" "));
-    let out = Command::new(cargo)
+    let out = crate::cargo()
         .args(args)
         .args([
             "--target",

@@ -40,6 +40,11 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The cargo that runs this xtask (`$CARGO`), or `cargo` from `PATH`.
+pub fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
 /// The workspace root (the parent of this crate's folder).
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

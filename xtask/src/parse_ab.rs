@@ -66,7 +66,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
     std::fs::create_dir_all(&old).map_err(|e| format!("creating {}: {e}", old.display()))?;
     extract(&root, &opts.base, &old)?;
-    let workspace = git_show(&root, &opts.base, "Cargo.toml")?;
+    let workspace = git(&root, &["show", &format!("{}:Cargo.toml", opts.base)])?;
     for member in ["perf-sys", "perf-core"] {
         let path = old.join(member).join("Cargo.toml");
         let text =
@@ -86,7 +86,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         Some(p) => p,
         None => capture(&root, &dir)?,
     };
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let status = crate::cargo()
         .args(["build", "--release", "--manifest-path"])
         .arg(harness.join("Cargo.toml"))
         .arg("--target-dir")
@@ -117,20 +117,19 @@ pub fn main(args: &[String]) -> Result<(), String> {
 
 /// `perf-sys` and `perf-core` of `rev`, unpacked under `into`.
 fn extract(root: &Path, rev: &str, into: &Path) -> Result<(), String> {
-    let archive = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["archive", "--format=tar", rev, "perf-sys", "perf-core"])
-        .output()
-        .map_err(|e| format!("git archive: {e}"))?;
-    if !archive.status.success() {
-        return Err(format!(
-            "git archive {rev}: {}",
-            String::from_utf8_lossy(&archive.stderr).trim()
-        ));
-    }
     let tar = into.join("src.tar");
-    std::fs::write(&tar, &archive.stdout).map_err(|e| format!("{e}"))?;
+    let output = format!("--output={}", tar.display());
+    git(
+        root,
+        &[
+            "archive",
+            "--format=tar",
+            &output,
+            rev,
+            "perf-sys",
+            "perf-core",
+        ],
+    )?;
     let status = Command::new("tar")
         .arg("-xf")
         .arg(&tar)
@@ -144,27 +143,29 @@ fn extract(root: &Path, rev: &str, into: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn git_show(root: &Path, rev: &str, path: &str) -> Result<String, String> {
+/// `git -C root ARGS`; its stdout, or an error with its stderr.
+fn git(root: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")
         .arg("-C")
         .arg(root)
-        .args(["show", &format!("{rev}:{path}")])
+        .args(args)
         .output()
-        .map_err(|e| format!("git show: {e}"))?;
+        .map_err(|e| format!("cannot run git: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "git show {rev}:{path}: {}",
+            "git {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    String::from_utf8(out.stdout).map_err(|e| format!("{path} at {rev}: {e}"))
+    String::from_utf8(out.stdout).map_err(|e| format!("git {}: {e}", args.join(" ")))
 }
 
 /// The buffer the parse bench captures (or its fixtures, without the privilege), saved under `dir`.
 fn capture(root: &Path, dir: &Path) -> Result<PathBuf, String> {
     let path = dir.join("input.bin");
     // A filter that names no contender: the bench captures, saves and times nothing.
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let status = crate::cargo()
         .current_dir(root)
         .args([
             "bench",

@@ -121,7 +121,6 @@ macro_rules! paths {
                     sum = match raw.view(cfg) {
                         Ok(RecordView::Sample(s)) => fold_view(sum, &s),
                         Ok(view @ RecordView::Other(_)) => fold_other(sum, &view.to_record()),
-                        #[allow(unreachable_patterns)]
                         Ok(_) => sum,
                         Err(_) => sum.wrapping_add(1),
                     };
