@@ -249,10 +249,10 @@ fn fold_record(sum: u64, rec: Result<Record<'_>, perf_core::Error>) -> u64 {
     match rec {
         Ok(Record::Sample(s)) => fold_sample(
             sum,
-            [s.ip, s.time, s.period, s.id, s.cpu.map(u64::from)],
-            s.thread,
-            s.raw.as_ref().map(|r| r.len()),
-            s.callchain.as_ref().map(|c| c.len()),
+            [s.ip(), s.time(), s.period(), s.id(), s.cpu().map(u64::from)],
+            s.thread(),
+            s.raw().map(|r| r.len()),
+            s.callchain().map(|c| c.len()),
         ),
         Ok(other) => fold_other(sum, &other),
         Err(_) => sum.wrapping_add(1),

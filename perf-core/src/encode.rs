@@ -38,6 +38,19 @@ impl Writer<'_> {
             self.u64(v);
         }
     }
+    /// Checks the size of the record written since `start` and patches it into its header.
+    fn patch_size(&mut self) -> Result<usize, Error> {
+        let size = self.out.len() - self.start;
+        if size & 7 != 0 {
+            return Err(self.err(
+                "the record's size is not a multiple of 8 (pad RAW to 4 mod 8, AUX and stack data to 8)",
+            ));
+        }
+        let size16 =
+            u16::try_from(size).map_err(|_| self.err("records are at most 65535 bytes"))?;
+        self.out[self.start + 6..self.start + 8].copy_from_slice(&size16.to_ne_bytes());
+        Ok(size)
+    }
     fn err(&self, reason: &'static str) -> Error {
         ErrorKind::Encode {
             record: self.record,
@@ -155,7 +168,7 @@ fn write_regs(w: &mut Writer<'_>, r: &Regs<'_>, count: usize) -> Result<(), Erro
     Ok(())
 }
 
-fn write_sample(w: &mut Writer<'_>, s: &Sample<'_>, cfg: &ParseConfig) -> Result<(), Error> {
+fn write_sample(w: &mut Writer<'_>, s: &SampleFields<'_>, cfg: &ParseConfig) -> Result<(), Error> {
     let has = |bit: u32| cfg.sample_type() & bit as u64 != 0;
     const WHY: &str = "sample fields must be present exactly when their PERF_SAMPLE_* bit is set";
     if cfg.sample_type() >= PERF_SAMPLE_MAX as u64 {
@@ -259,6 +272,22 @@ fn write_sample(w: &mut Writer<'_>, s: &Sample<'_>, cfg: &ParseConfig) -> Result
     Ok(())
 }
 
+/// The body of a sample with these fields as `cfg` lays them out, checked as [`Record::encode`] checks a
+/// record (fields present exactly with their bits, size a multiple of 8 and at most 64 KiB).
+pub(crate) fn sample_body(fields: &SampleFields<'_>, cfg: &ParseConfig) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    let mut w = Writer {
+        out: &mut out,
+        start: 0,
+        record: "SAMPLE",
+    };
+    w.u64(0); // the header, not part of the body
+    write_sample(&mut w, fields, cfg)?;
+    w.patch_size()?;
+    out.drain(..8);
+    Ok(out)
+}
+
 impl Record<'_> {
     /// Appends the record's bytes, header included, to `out`, laid out as `cfg` says; returns the record's size.
     ///
@@ -273,16 +302,7 @@ impl Record<'_> {
             start,
             record: record_type_name(self.record_type()),
         };
-        let r = encode_into(self, cfg, &mut w);
-        let r = r.and_then(|()| {
-            let size = w.out.len() - start;
-            if size & 7 != 0 {
-                return Err(w.err("the record's size is not a multiple of 8 (pad RAW to 4 mod 8, AUX and stack data to 8)"));
-            }
-            let size16 = u16::try_from(size).map_err(|_| w.err("records are at most 65535 bytes"))?;
-            w.out[start + 6..start + 8].copy_from_slice(&size16.to_ne_bytes());
-            Ok(size)
-        });
+        let r = encode_into(self, cfg, &mut w).and_then(|()| w.patch_size());
         if r.is_err() {
             out.truncate(start);
         }
@@ -295,7 +315,12 @@ fn encode_into(rec: &Record<'_>, cfg: &ParseConfig, w: &mut Writer<'_>) -> Resul
     w.u16(rec.misc().0);
     w.u16(0); // size, patched by the caller
     match rec {
-        Record::Sample(s) => return write_sample(w, s, cfg),
+        // Laid out by this config already: its bytes as they are.
+        Record::Sample(s) if s.config() == cfg => {
+            w.bytes(&s.data().into());
+            return Ok(());
+        }
+        Record::Sample(s) => return write_sample(w, &s.fields(), cfg),
         Record::Unknown(u) => {
             w.bytes(&u.data);
             return Ok(());

@@ -86,20 +86,20 @@ fn page_fault_samples() {
         assert!(raw.cpu(&f.cfg).is_some_and(|c| c < 4096));
     }
     for s in samples(&recs) {
-        assert_eq!(s.identifier, Some(f.fact("id")));
-        assert_eq!(s.id, Some(f.fact("id")));
-        assert_eq!(s.stream_id, Some(f.fact("id")));
-        assert_eq!(s.period, Some(1));
-        let t = s.time.unwrap();
+        assert_eq!(s.identifier(), Some(f.fact("id")));
+        assert_eq!(s.id(), Some(f.fact("id")));
+        assert_eq!(s.stream_id(), Some(f.fact("id")));
+        assert_eq!(s.period(), Some(1));
+        let t = s.time().unwrap();
         assert!(t >= last_time, "time goes forward");
         last_time = t;
-        let addr = s.addr.unwrap();
+        let addr = s.addr().unwrap();
         if (start..start + len).contains(&addr) {
             in_map += 1;
-            assert_eq!(s.misc.cpumode(), CpuMode::User);
-            assert_eq!(s.code_page_size, Some(4096));
+            assert_eq!(s.misc().cpumode(), CpuMode::User);
+            assert_eq!(s.code_page_size(), Some(4096));
         }
-        let Some(ReadValues::Single(r)) = s.read else {
+        let Some(ReadValues::Single(r)) = s.read() else {
             panic!("single read")
         };
         assert_eq!(r.id, Some(f.fact("id")));
@@ -111,29 +111,29 @@ fn page_fault_samples() {
         );
         last_count = r.value;
         // A page fault's chain is the user one (the event fires with the user registers), starting at the ip.
-        let cc = s.callchain.as_ref().unwrap();
+        let cc = s.callchain().unwrap();
         let (ctx, ips) = cc.contexts().next().unwrap();
         assert_eq!(ctx, CallchainContext::User);
-        assert_eq!(ips.get(0), s.ip);
-        let user = s.regs_user.as_ref().unwrap();
+        assert_eq!(ips.get(0), s.ip());
+        let user = s.regs_user().unwrap();
         assert_eq!(user.abi, PERF_SAMPLE_REGS_ABI_64 as u64);
         assert_eq!(user.values.len(), 0xff0fffu64.count_ones() as usize);
         // x86_64: PERF_REG_X86_IP is register 8; the user ip of the faulting store equals the sample ip.
         if cfg!(target_arch = "x86_64") {
-            assert_eq!(user.get(8), s.ip);
+            assert_eq!(user.get(8), s.ip());
         }
-        let intr = s.regs_intr.as_ref().unwrap();
+        let intr = s.regs_intr().unwrap();
         assert_eq!(intr.values.len(), 0xff0fffu64.count_ones() as usize);
-        let stack = s.stack_user.as_ref().unwrap();
+        let stack = s.stack_user().unwrap();
         assert_eq!(stack.data.len() as u64, f.fact("stack_user"));
         assert!(stack.dyn_size > 0 && stack.dyn_size <= 256);
         assert!(
-            s.weight.is_some()
-                && s.data_src.is_some()
-                && s.transaction.is_some()
-                && s.phys_addr.is_some()
+            s.weight().is_some()
+                && s.data_src().is_some()
+                && s.transaction().is_some()
+                && s.phys_addr().is_some()
         );
-        assert!(s.cgroup.is_some() && s.data_page_size.is_some());
+        assert!(s.cgroup().is_some() && s.data_page_size().is_some());
     }
     assert!(
         in_map >= f.fact("pages"),
@@ -147,14 +147,14 @@ fn group_read_samples() {
     let recs = parse_all(&f);
     let mut n = 0;
     for s in samples(&recs) {
-        let Some(ReadValues::Group(g)) = &s.read else {
+        let Some(ReadValues::Group(g)) = &s.read() else {
             panic!("group read")
         };
         let ids: Vec<_> = g.entries().map(|e| e.id).collect();
         assert_eq!(ids, [Some(f.fact("leader_id")), Some(f.fact("sibling_id"))]);
         assert!(g.entries().all(|e| e.lost == Some(0)));
         assert!(g.time_enabled.is_some() && g.time_running.is_some());
-        assert!(s.addr.is_some());
+        assert!(s.addr().is_some());
         n += 1;
     }
     assert!(n >= f.fact("pages"));
@@ -166,7 +166,7 @@ fn tracepoint_samples_carry_raw_fields() {
     let recs = parse_all(&f);
     let mut n = 0;
     for s in samples(&recs) {
-        let raw = s.raw.as_ref().unwrap();
+        let raw = s.raw().unwrap();
         assert_eq!(
             raw.len() % 8,
             4,
@@ -175,11 +175,11 @@ fn tracepoint_samples_carry_raw_fields() {
         // The first field of every trace event is common_type: the tracepoint id.
         let common_type = raw.chunk().read_u16(0).unwrap();
         assert_eq!(common_type as u64, f.fact("tp_id"));
-        assert_eq!(s.thread.unwrap().pid as u64, f.fact("pid"));
-        assert_eq!(s.id, Some(f.fact("id")));
-        assert_eq!(s.period, Some(1));
+        assert_eq!(s.thread().unwrap().pid as u64, f.fact("pid"));
+        assert_eq!(s.id(), Some(f.fact("id")));
+        assert_eq!(s.period(), Some(1));
         assert!(s
-            .callchain
+            .callchain()
             .as_ref()
             .unwrap()
             .contexts()
@@ -212,18 +212,18 @@ fn sched_switch_samples_have_kernel_chains() {
     let mut n = 0;
     for s in samples(&recs) {
         assert_eq!(
-            s.raw.as_ref().unwrap().chunk().read_u16(0).map(u64::from),
+            s.raw().unwrap().chunk().read_u16(0).map(u64::from),
             Some(f.fact("tp_id"))
         );
-        assert_eq!(s.thread.unwrap().tid as u64, f.fact("tid"));
-        let cc = s.callchain.as_ref().unwrap();
+        assert_eq!(s.thread().unwrap().tid as u64, f.fact("tid"));
+        let cc = s.callchain().unwrap();
         let (ctx, ips) = cc.contexts().next().unwrap();
         assert_eq!(ctx, CallchainContext::Kernel);
         assert!(
             !ips.is_empty() && ips.iter().all(|ip| ip >= 0xffff_8000_0000_0000),
             "{ips:?}"
         );
-        assert_eq!(s.misc.cpumode(), CpuMode::Kernel);
+        assert_eq!(s.misc().cpumode(), CpuMode::Kernel);
         n += 1;
     }
     assert!(n >= f.fact("sleeps"));
@@ -383,5 +383,5 @@ fn lost_record() {
     assert_eq!(lost[0].id, f.fact("id"));
     assert!(lost[0].lost > 0);
     assert_eq!(lost[0].sample_id.thread.unwrap().pid as u64, f.fact("pid"));
-    assert!(samples(&recs).all(|s| s.id == Some(f.fact("id"))));
+    assert!(samples(&recs).all(|s| s.id() == Some(f.fact("id"))));
 }

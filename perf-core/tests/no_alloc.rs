@@ -52,26 +52,7 @@ static GLOBAL: Counting = Counting;
 fn fold(rec: &Record<'_>) -> u64 {
     let mut sum = rec.record_type() as u64;
     match rec {
-        Record::Sample(s) => {
-            sum ^= s.ip.unwrap_or(0) ^ s.time.unwrap_or(0) ^ s.period.unwrap_or(0);
-            if let Some(cc) = &s.callchain {
-                for (_, ips) in cc.contexts() {
-                    sum = ips.iter().fold(sum, |a, w| a.wrapping_add(w));
-                }
-            }
-            if let Some(raw) = &s.raw {
-                sum ^= raw.len() as u64 ^ raw.iter().map(u64::from).sum::<u64>();
-            }
-            if let Some(ReadValues::Group(g)) = &s.read {
-                sum ^= g.entries().map(|e| e.value).sum::<u64>();
-            }
-            if let Some(r) = &s.regs_user {
-                sum ^= r.values.iter().sum::<u64>();
-            }
-            if let Some(st) = &s.stack_user {
-                sum ^= st.dyn_size ^ st.data.len() as u64;
-            }
-        }
+        Record::Sample(s) => return fold_view(&RecordView::Sample(s.view())),
         Record::Mmap2(m) => sum ^= m.addr ^ m.filename.len() as u64,
         Record::Comm(c) => sum ^= c.comm.iter().map(u64::from).sum::<u64>(),
         Record::Namespaces(n) => sum ^= n.links().map(|l| l.ino).sum::<u64>(),

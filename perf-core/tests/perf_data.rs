@@ -163,7 +163,7 @@ fn sid(cfg: &perf_core::ParseConfig, pid: u32, time: u64, id: u64) -> SampleId {
 
 fn sample(cfg: &perf_core::ParseConfig, pid: u32, time: u64, ip: u64, id: u64) -> Record<'static> {
     let has = |b: u32| cfg.sample_type() & u64::from(b) != 0;
-    Record::Sample(Sample {
+    let fields = SampleFields {
         misc: Misc(PERF_RECORD_MISC_USER as u16),
         identifier: has(PERF_SAMPLE_IDENTIFIER).then_some(id),
         ip: Some(ip),
@@ -175,7 +175,8 @@ fn sample(cfg: &perf_core::ParseConfig, pid: u32, time: u64, ip: u64, id: u64) -
             ips: U64s::from(vec![PERF_CONTEXT_USER, ip, ip + 0x40]),
         }),
         ..Default::default()
-    })
+    };
+    Record::Sample(Sample::from_fields(&fields, cfg).expect("the fields fit the config"))
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -459,7 +460,7 @@ fn the_reader_reads_what_perf_record_wrote() {
         match rec.parse().unwrap() {
             Record::Sample(s) => {
                 samples += 1;
-                let t = s.time.unwrap();
+                let t = s.time().unwrap();
                 assert!(st.first <= t && t <= st.last);
             }
             Record::Unknown(u) => panic!("kernel record type {} not parsed", u.record_type),

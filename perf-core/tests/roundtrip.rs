@@ -68,7 +68,13 @@ fn check_roundtrip(rec: &Record<'static>, cfg: &ParseConfig) {
 
         // The cheap accessors read the same values as the typed parse.
         let (time, id, cpu, stream, thread) = match &parsed {
-            Record::Sample(s) => (s.time, s.identifier.or(s.id), s.cpu, s.stream_id, s.thread),
+            Record::Sample(s) => (
+                s.time(),
+                s.identifier().or(s.id()),
+                s.cpu(),
+                s.stream_id(),
+                s.thread(),
+            ),
             Record::Unknown(_) => (None, None, None, None, None),
             other => {
                 let sid = other.sample_id().expect("trailer");
@@ -117,31 +123,31 @@ fn assert_view_agrees(raw: &RawRecord<'_>, cfg: &ParseConfig) {
             match (&full, &view) {
                 (Record::Sample(s), RecordView::Sample(v)) => {
                     // Each accessor on its own (to_sample reads them all, but check a few directly).
-                    assert_eq!(v.misc(), s.misc);
-                    assert_eq!(v.identifier(), s.identifier);
-                    assert_eq!(v.ip(), s.ip);
-                    assert_eq!(v.thread(), s.thread);
-                    assert_eq!(v.time(), s.time);
-                    assert_eq!(v.addr(), s.addr);
-                    assert_eq!(v.id(), s.id);
-                    assert_eq!(v.stream_id(), s.stream_id);
-                    assert_eq!(v.cpu(), s.cpu);
-                    assert_eq!(v.period(), s.period);
-                    assert_eq!(v.read(), s.read);
-                    assert_eq!(v.callchain(), s.callchain);
-                    assert_eq!(v.raw(), s.raw);
-                    assert_eq!(v.branch_stack(), s.branch_stack);
-                    assert_eq!(v.regs_user(), s.regs_user);
-                    assert_eq!(v.stack_user(), s.stack_user);
-                    assert_eq!(v.weight(), s.weight);
-                    assert_eq!(v.data_src(), s.data_src);
-                    assert_eq!(v.transaction(), s.transaction);
-                    assert_eq!(v.regs_intr(), s.regs_intr);
-                    assert_eq!(v.phys_addr(), s.phys_addr);
-                    assert_eq!(v.cgroup(), s.cgroup);
-                    assert_eq!(v.data_page_size(), s.data_page_size);
-                    assert_eq!(v.code_page_size(), s.code_page_size);
-                    assert_eq!(v.aux(), s.aux);
+                    assert_eq!(v.misc(), s.misc());
+                    assert_eq!(v.identifier(), s.identifier());
+                    assert_eq!(v.ip(), s.ip());
+                    assert_eq!(v.thread(), s.thread());
+                    assert_eq!(v.time(), s.time());
+                    assert_eq!(v.addr(), s.addr());
+                    assert_eq!(v.id(), s.id());
+                    assert_eq!(v.stream_id(), s.stream_id());
+                    assert_eq!(v.cpu(), s.cpu());
+                    assert_eq!(v.period(), s.period());
+                    assert_eq!(v.read(), s.read());
+                    assert_eq!(v.callchain(), s.callchain());
+                    assert_eq!(v.raw(), s.raw());
+                    assert_eq!(v.branch_stack(), s.branch_stack());
+                    assert_eq!(v.regs_user(), s.regs_user());
+                    assert_eq!(v.stack_user(), s.stack_user());
+                    assert_eq!(v.weight(), s.weight());
+                    assert_eq!(v.data_src(), s.data_src());
+                    assert_eq!(v.transaction(), s.transaction());
+                    assert_eq!(v.regs_intr(), s.regs_intr());
+                    assert_eq!(v.phys_addr(), s.phys_addr());
+                    assert_eq!(v.cgroup(), s.cgroup());
+                    assert_eq!(v.data_page_size(), s.data_page_size());
+                    assert_eq!(v.code_page_size(), s.code_page_size());
+                    assert_eq!(v.aux(), s.aux());
                     assert_eq!(v.data(), raw.data());
                     assert_eq!(v.to_sample(), *s);
                 }
@@ -257,14 +263,15 @@ fn truncation_and_inconsistency_are_errors() {
         sample_id_all: true,
         ..Default::default()
     });
-    let rec = Record::Sample(Sample {
+    let fields = SampleFields {
         ip: Some(1),
         thread: Some(ThreadId { pid: 2, tid: 3 }),
         callchain: Some(Callchain {
             ips: vec![PERF_CONTEXT_USER, 0x400000].into(),
         }),
         ..Default::default()
-    });
+    };
+    let rec = Record::Sample(Sample::from_fields(&fields, &cfg).unwrap());
     let mut bytes = Vec::new();
     rec.encode(&cfg, &mut bytes).unwrap();
     // A callchain nr that claims more words than there are.

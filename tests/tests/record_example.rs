@@ -426,8 +426,8 @@ fn records_a_command_that_perf_reads() {
     // Every sample is the program's, and has a call chain.
     for r in &records {
         if let Record::Sample(smp) = r {
-            assert_eq!(smp.thread.unwrap().pid, comm.pid);
-            assert!(smp.callchain.as_ref().is_some_and(|c| !c.ips.is_empty()));
+            assert_eq!(smp.thread().unwrap().pid, comm.pid);
+            assert!(smp.callchain().as_ref().is_some_and(|c| !c.ips.is_empty()));
         }
     }
 }
@@ -756,7 +756,7 @@ fn event_lists_and_groups_are_recorded_as_perf_records_them() {
     let mut faults = 0;
     for (event, smp) in &samples {
         assert_eq!(*event, 0, "the member sampled: {smp:?}");
-        let Some(ReadValues::Group(read)) = &smp.read else {
+        let Some(ReadValues::Group(read)) = &smp.read() else {
             panic!("a sample without the group's counts: {smp:?}");
         };
         let members: Vec<u64> = read.entries().map(|v| v.value).collect();
@@ -828,7 +828,7 @@ fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
         let on: Vec<Option<u32>> = samples
             .iter()
             .filter(|(e, _)| *e == event)
-            .map(|(_, s)| s.cpu)
+            .map(|(_, s)| s.cpu())
             .collect();
         assert!(on.len() >= 50, "{} samples of {}", on.len(), names[event]);
         assert!(

@@ -20,8 +20,18 @@ fn thread_cpu_time() -> Duration {
 
 /// The same loops for each version: they fold the fields a consumer reads into a checksum, as the parse
 /// bench does, so both versions must agree.
+/// A sample's field: a public field before `Sample` became compact (`s.ip`), an accessor after (`s.ip()`).
+macro_rules! get {
+    (field, $s:ident . $f:ident) => {
+        $s.$f
+    };
+    (method, $s:ident . $f:ident) => {
+        $s.$f()
+    };
+}
+
 macro_rules! paths {
-    ($m:ident, $pc:ident) => {
+    ($m:ident, $pc:ident, $get:ident) => {
         mod $m {
             use $pc::record::*;
             use $pc::{Chunk, ParseConfig, ParseFields, Records};
@@ -66,10 +76,16 @@ macro_rules! paths {
                 match rec {
                     Ok(Record::Sample(s)) => fold_sample(
                         sum,
-                        [s.ip, s.time, s.period, s.id, s.cpu.map(u64::from)],
-                        s.thread,
-                        s.raw.as_ref().map(|r| r.len()),
-                        s.callchain.as_ref().map(|c| c.len()),
+                        [
+                            get!($get, s.ip),
+                            get!($get, s.time),
+                            get!($get, s.period),
+                            get!($get, s.id),
+                            get!($get, s.cpu).map(u64::from),
+                        ],
+                        get!($get, s.thread),
+                        get!($get, s.raw).as_ref().map(|r| r.len()),
+                        get!($get, s.callchain).as_ref().map(|c| c.len()),
                     ),
                     Ok(other) => fold_other(sum, &other),
                     Err(_) => sum.wrapping_add(1),
@@ -149,8 +165,8 @@ macro_rules! paths {
         }
     };
 }
-paths!(o, old);
-paths!(n, new);
+paths!(o, old, field);
+paths!(n, new, method);
 
 type Path<'a> = Box<dyn Fn() -> (usize, u64) + 'a>;
 

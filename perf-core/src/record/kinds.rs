@@ -15,8 +15,6 @@ use crate::{Chunk, Error, ParseConfig};
 /// [`encode`](Self::encode).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-// Samples are large, but boxing them would allocate on the zero-copy path.
-#[allow(clippy::large_enum_variant)]
 pub enum Record<'a> {
     /// `PERF_RECORD_MMAP`.
     #[doc(alias = "PERF_RECORD_MMAP")]
@@ -763,7 +761,7 @@ impl<'a> Record<'a> {
             Record::Exit(r) | Record::Fork(r) => r.misc,
             Record::Throttle(r) | Record::Unthrottle(r) => r.misc,
             Record::Read(r) => r.misc,
-            Record::Sample(r) => r.misc,
+            Record::Sample(r) => r.misc(),
             Record::Mmap2(r) => r.misc,
             Record::Aux(r) => r.misc,
             Record::ItraceStart(r) => r.misc,

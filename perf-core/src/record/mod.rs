@@ -19,7 +19,7 @@ pub use kinds::*;
 pub use raw::{RawRecord, Records};
 pub use sample::{
     BranchEntry, BranchFlags, BranchStack, Callchain, CallchainContext, ReadEntry, ReadGroup,
-    ReadSingle, ReadValues, Regs, Sample, StackUser, Weight,
+    ReadSingle, ReadValues, Regs, Sample, SampleFields, StackUser, Weight,
 };
 pub use view::{OtherView, RecordView, SampleView};
 

@@ -32,7 +32,7 @@ use crate::{Chunk, Error, ParseConfig};
 /// assert_eq!(size, 24);
 /// assert_eq!(raw.time(&cfg), Some(12345));
 /// let Record::Sample(s) = raw.parse(&cfg)? else { panic!("not a sample") };
-/// assert_eq!(s.ip, Some(0x401000));
+/// assert_eq!(s.ip(), Some(0x401000));
 /// # Ok::<(), perf_core::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -187,7 +187,7 @@ impl<'a> RawRecord<'a> {
     /// Exactly those of [`parse`](Self::parse): the view succeeds when the parse does.
     ///
     /// The view borrows `cfg` as well as the record's bytes. It is small (`Result<RecordView, Error>` is 88
-    /// bytes on 64-bit targets, where a [`Record`] is ~700), so in a loop it stays in registers: the other
+    /// bytes on 64-bit targets, where a [`Record`] is 200), so in a loop it stays in registers: the other
     /// records' check runs out of line and returns only its error.
     #[inline(always)]
     pub fn view<'v>(&self, cfg: &'v ParseConfig) -> Result<RecordView<'v>, Error>

@@ -4,17 +4,252 @@ use perf_sys::*;
 
 use super::bytes::{Bytes, U64s};
 use super::cursor::{Cursor, Parsed};
+use super::view::{SampleView, Segments};
 use super::{Misc, ThreadId};
 use crate::ErrorKind;
 use crate::{Chunk, Error, ParseConfig};
 
-/// A sample: the fields the event's `sample_type` selected, in the kernel's order.
+/// A sample, checked against its layout when it was parsed: its body (borrowed from the ring until
+/// [`into_owned`](Self::into_owned)), a copy of the [`ParseConfig`] it was parsed with, and where each run of
+/// fields starts. Each accessor decodes one field and cannot fail: `Some` exactly when the field's
+/// `PERF_SAMPLE_*` bit is set. [`fields`](Self::fields) decodes them all into a [`SampleFields`], and
+/// [`from_fields`](Self::from_fields) builds a sample from one.
+///
+/// It is small (144 bytes on 64-bit targets, where every field decoded is 696), so that
+/// [`RawRecord::parse`](crate::RawRecord::parse) costs little more than the [`SampleView`] that
+/// [`RawRecord::view`](crate::RawRecord::view) gives; [`view`](Self::view) gives that view.
+///
+/// Equality compares the decoded fields, so samples from different configs with the same fields are equal.
+///
+/// ```
+/// use perf_core::record::{Record, Sample, SampleFields, ThreadId};
+/// use perf_core::{ParseConfig, ParseFields};
+/// use perf_sys::*;
+///
+/// let cfg = ParseConfig::new(ParseFields {
+///     sample_type: (PERF_SAMPLE_IP | PERF_SAMPLE_TID) as u64,
+///     ..Default::default()
+/// });
+/// let fields = SampleFields {
+///     ip: Some(0x401000),
+///     thread: Some(ThreadId { pid: 7, tid: 8 }),
+///     ..Default::default()
+/// };
+/// let sample = Sample::from_fields(&fields, &cfg)?;
+/// assert_eq!(sample.ip(), Some(0x401000));
+/// assert_eq!(sample.time(), None);
+/// assert_eq!(sample.fields(), fields);
+///
+/// let mut bytes = Vec::new();
+/// Record::Sample(sample.clone()).encode(&cfg, &mut bytes)?;
+/// let (raw, _) = perf_core::RawRecord::from_chunk(perf_core::Chunk::contiguous(&bytes))?;
+/// assert_eq!(raw.parse(&cfg)?, Record::Sample(sample));
+/// # Ok::<(), perf_core::Error>(())
+/// ```
+#[doc(alias = "PERF_RECORD_SAMPLE")]
+#[derive(Clone)]
+pub struct Sample<'a> {
+    body: Bytes<'a>,
+    cfg: ParseConfig,
+    seg: Segments,
+    misc: Misc,
+}
+
+/// The accessors of [`Sample`], each the same-named one of its [`SampleView`].
+macro_rules! from_view {
+    ($($(#[$attr:meta])* $name:ident -> $ty:ty;)*) => {
+        $(
+            $(#[$attr])*
+            #[inline]
+            pub fn $name(&self) -> $ty {
+                self.view().$name()
+            }
+        )*
+    };
+}
+
+impl<'a> Sample<'a> {
+    /// The sample of `data`, whose `seg` a [`SampleView`] with `cfg` noted (the body borrowed, the config
+    /// copied).
+    #[inline(always)]
+    pub(crate) fn new(misc: Misc, data: Chunk<'a>, cfg: &ParseConfig, seg: Segments) -> Self {
+        Sample {
+            body: Bytes::borrowed(data),
+            cfg: *cfg,
+            seg,
+            misc,
+        }
+    }
+
+    /// The sample with these fields as `cfg` lays them out (owned): fails, naming the field, when a
+    /// field is present without its `PERF_SAMPLE_*` bit or missing with it, or does not fit the config
+    /// (register counts, branch entries).
+    pub fn from_fields(
+        fields: &SampleFields<'_>,
+        cfg: &ParseConfig,
+    ) -> Result<Sample<'static>, Error> {
+        let body = crate::encode::sample_body(fields, cfg)?;
+        let view = SampleView::try_new(fields.misc, Chunk::contiguous(&body), cfg)
+            .ok_or_else(|| super::view::refusal(fields.misc, Chunk::contiguous(&body), cfg))?;
+        let seg = view.segments();
+        Ok(Sample {
+            body: Bytes::from(body),
+            cfg: *cfg,
+            seg,
+            misc: fields.misc,
+        })
+    }
+
+    /// The lazy view of this sample, borrowing it.
+    #[inline(always)]
+    pub fn view(&self) -> SampleView<'_> {
+        SampleView::from_parts(self.misc, self.body.chunk(), &self.cfg, self.seg)
+    }
+
+    /// The config the sample was parsed with (its `sample_type`, `read_format` and so on).
+    #[inline]
+    pub const fn config(&self) -> &ParseConfig {
+        &self.cfg
+    }
+
+    /// The header's misc bits: [`cpumode`](Misc::cpumode), [`exact_ip`](Misc::exact_ip).
+    #[inline]
+    pub const fn misc(&self) -> Misc {
+        self.misc
+    }
+
+    /// The sample's body: everything after the header, as the kernel wrote it.
+    #[inline]
+    pub fn data(&self) -> Chunk<'_> {
+        self.body.chunk()
+    }
+
+    /// Every field decoded at once.
+    pub fn fields(&self) -> SampleFields<'_> {
+        self.view().fields()
+    }
+
+    /// An owned copy that no longer borrows the ring (one allocation: the body).
+    pub fn into_owned(self) -> Sample<'static> {
+        Sample {
+            body: self.body.into_owned(),
+            cfg: self.cfg,
+            seg: self.seg,
+            misc: self.misc,
+        }
+    }
+
+    from_view! {
+        /// `PERF_SAMPLE_IDENTIFIER`: the event id, at a fixed position.
+        #[doc(alias = "PERF_SAMPLE_IDENTIFIER")]
+        identifier -> Option<u64>;
+        /// `PERF_SAMPLE_IP`: the instruction pointer.
+        #[doc(alias = "PERF_SAMPLE_IP")]
+        ip -> Option<u64>;
+        /// `PERF_SAMPLE_TID`: process and thread id.
+        #[doc(alias = "PERF_SAMPLE_TID")]
+        thread -> Option<ThreadId>;
+        /// `PERF_SAMPLE_TIME`: perf clock timestamp in ns.
+        #[doc(alias = "PERF_SAMPLE_TIME")]
+        time -> Option<u64>;
+        /// `PERF_SAMPLE_ADDR`: the data address (page faults, memory events, breakpoints).
+        #[doc(alias = "PERF_SAMPLE_ADDR")]
+        addr -> Option<u64>;
+        /// `PERF_SAMPLE_ID`: the event id (of the group leader when read through a group).
+        #[doc(alias = "PERF_SAMPLE_ID")]
+        id -> Option<u64>;
+        /// `PERF_SAMPLE_STREAM_ID`: the id of the event that opened the stream.
+        #[doc(alias = "PERF_SAMPLE_STREAM_ID")]
+        stream_id -> Option<u64>;
+        /// `PERF_SAMPLE_CPU`: the CPU (the reserved half-word is dropped).
+        #[doc(alias = "PERF_SAMPLE_CPU")]
+        cpu -> Option<u32>;
+        /// `PERF_SAMPLE_PERIOD`: the sample period.
+        #[doc(alias = "PERF_SAMPLE_PERIOD")]
+        period -> Option<u64>;
+        /// `PERF_SAMPLE_READ`: counter values, laid out by `read_format`.
+        #[doc(alias = "PERF_SAMPLE_READ")]
+        read -> Option<ReadValues<'_>>;
+        /// `PERF_SAMPLE_CALLCHAIN`: instruction pointers with `PERF_CONTEXT_*` markers.
+        #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
+        callchain -> Option<Callchain<'_>>;
+        /// `PERF_SAMPLE_RAW`: opaque data (tracepoint fields), including the kernel's alignment padding.
+        #[doc(alias = "PERF_SAMPLE_RAW")]
+        raw -> Option<Bytes<'_>>;
+        /// `PERF_SAMPLE_BRANCH_STACK`: the last branches taken.
+        #[doc(alias = "PERF_SAMPLE_BRANCH_STACK")]
+        branch_stack -> Option<BranchStack<'_>>;
+        /// `PERF_SAMPLE_REGS_USER`: user registers selected by `sample_regs_user`.
+        #[doc(alias = "PERF_SAMPLE_REGS_USER")]
+        regs_user -> Option<Regs<'_>>;
+        /// `PERF_SAMPLE_STACK_USER`: a copy of the user stack.
+        #[doc(alias = "PERF_SAMPLE_STACK_USER")]
+        stack_user -> Option<StackUser<'_>>;
+        /// `PERF_SAMPLE_WEIGHT` or `PERF_SAMPLE_WEIGHT_STRUCT`: the raw weight word; see [`Weight`].
+        #[doc(alias = "PERF_SAMPLE_WEIGHT")]
+        #[doc(alias = "PERF_SAMPLE_WEIGHT_STRUCT")]
+        weight -> Option<Weight>;
+        /// `PERF_SAMPLE_DATA_SRC`: the memory data source (`union perf_mem_data_src`).
+        #[doc(alias = "PERF_SAMPLE_DATA_SRC")]
+        data_src -> Option<u64>;
+        /// `PERF_SAMPLE_TRANSACTION`: transactional memory abort flags.
+        #[doc(alias = "PERF_SAMPLE_TRANSACTION")]
+        transaction -> Option<u64>;
+        /// `PERF_SAMPLE_REGS_INTR`: registers at the interrupt, selected by `sample_regs_intr`.
+        #[doc(alias = "PERF_SAMPLE_REGS_INTR")]
+        regs_intr -> Option<Regs<'_>>;
+        /// `PERF_SAMPLE_PHYS_ADDR`: physical address of `addr`. Since Linux 4.13.
+        #[doc(alias = "PERF_SAMPLE_PHYS_ADDR")]
+        phys_addr -> Option<u64>;
+        /// `PERF_SAMPLE_CGROUP`: cgroup id (v2 inode number). Since Linux 5.7.
+        #[doc(alias = "PERF_SAMPLE_CGROUP")]
+        cgroup -> Option<u64>;
+        /// `PERF_SAMPLE_DATA_PAGE_SIZE`: page size of `addr`. Since Linux 5.11.
+        #[doc(alias = "PERF_SAMPLE_DATA_PAGE_SIZE")]
+        data_page_size -> Option<u64>;
+        /// `PERF_SAMPLE_CODE_PAGE_SIZE`: page size of `ip`. Since Linux 5.11.
+        #[doc(alias = "PERF_SAMPLE_CODE_PAGE_SIZE")]
+        code_page_size -> Option<u64>;
+        /// `PERF_SAMPLE_AUX`: a snapshot of the AUX area. Since Linux 5.5.
+        #[doc(alias = "PERF_SAMPLE_AUX")]
+        aux -> Option<Bytes<'_>>;
+    }
+}
+
+impl Default for Sample<'_> {
+    /// The sample of an event that selects no field: an empty body.
+    fn default() -> Self {
+        Sample {
+            body: Bytes::default(),
+            cfg: ParseConfig::default(),
+            seg: Segments::default(),
+            misc: Misc::default(),
+        }
+    }
+}
+
+impl PartialEq for Sample<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields() == other.fields()
+    }
+}
+
+impl Eq for Sample<'_> {}
+
+impl std::fmt::Debug for Sample<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Sample").field(&self.fields()).finish()
+    }
+}
+
+/// A sample's fields, all decoded: what [`Sample::fields`] gives and [`Sample::from_fields`] takes, in the
+/// kernel's order.
 ///
 /// A field is `Some` exactly when its `PERF_SAMPLE_*` bit is set. Variable-length fields borrow the ring
 /// until [`into_owned`](Self::into_owned).
 #[doc(alias = "PERF_RECORD_SAMPLE")]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Sample<'a> {
+pub struct SampleFields<'a> {
     /// The header's misc bits: [`cpumode`](Misc::cpumode), [`exact_ip`](Misc::exact_ip).
     pub misc: Misc,
     /// `PERF_SAMPLE_IDENTIFIER`: the event id, at a fixed position.
@@ -92,10 +327,10 @@ pub struct Sample<'a> {
     pub aux: Option<Bytes<'a>>,
 }
 
-impl Sample<'_> {
+impl SampleFields<'_> {
     /// An owned copy that no longer borrows the ring.
-    pub fn into_owned(self) -> Sample<'static> {
-        Sample {
+    pub fn into_owned(self) -> SampleFields<'static> {
+        SampleFields {
             misc: self.misc,
             identifier: self.identifier,
             ip: self.ip,
@@ -675,12 +910,32 @@ fn opt_u64(c: &mut Cursor<'_>, present: bool, field: &'static str) -> Parsed<Opt
     }
 }
 
+/// A sample body as [`RawRecord::parse`](crate::RawRecord::parse) gives it: checked in one pass (the
+/// view's), the body borrowed and the config copied.
 #[inline]
 pub(crate) fn parse_sample<'a>(
     misc: Misc,
     data: Chunk<'a>,
     cfg: &ParseConfig,
 ) -> Result<super::Record<'a>, Error> {
+    match SampleView::try_new(misc, data, cfg) {
+        Some(view) => Ok(super::Record::Sample(Sample::new(
+            misc,
+            data,
+            cfg,
+            view.segments(),
+        ))),
+        None => Err(super::view::refusal(misc, data, cfg)),
+    }
+}
+
+/// Every field of a sample body, decoded one after another: the error names the first field that does not
+/// fit (what [`parse_sample`] reports for a body its one-pass check refuses).
+pub(crate) fn decode_sample<'a>(
+    misc: Misc,
+    data: Chunk<'a>,
+    cfg: &ParseConfig,
+) -> Result<SampleFields<'a>, Error> {
     use super::config::{KNOWN_READ_FORMAT, KNOWN_SAMPLE_TYPE};
     let st = cfg.sample_type();
     if st & !KNOWN_SAMPLE_TYPE != 0 || cfg.read_format() & !KNOWN_READ_FORMAT != 0 {
@@ -694,12 +949,11 @@ pub(crate) fn parse_sample<'a>(
     sample_fields(c, misc, cfg).map_err(|_| c.error())
 }
 
-#[inline]
 fn sample_fields<'a>(
     c: &mut Cursor<'a>,
     misc: Misc,
     cfg: &ParseConfig,
-) -> Parsed<super::Record<'a>> {
+) -> Parsed<SampleFields<'a>> {
     let identifier = opt_u64(c, cfg.has(PERF_SAMPLE_IDENTIFIER), "identifier")?;
     let ip = opt_u64(c, cfg.has(PERF_SAMPLE_IP), "ip")?;
     let thread = if cfg.has(PERF_SAMPLE_TID) {
@@ -788,8 +1042,7 @@ fn sample_fields<'a>(
         None
     };
     c.finish()?;
-    // Built in place as the final record: no copy of this large value on the hot path.
-    Ok(super::Record::Sample(Sample {
+    Ok(SampleFields {
         misc,
         identifier,
         ip,
@@ -815,5 +1068,5 @@ fn sample_fields<'a>(
         data_page_size,
         code_page_size,
         aux,
-    }))
+    })
 }

@@ -1,12 +1,11 @@
 //! [`SampleView`]: a sample validated in one pass and read lazily, and [`RecordView`], what
 //! [`RawRecord::view`](crate::RawRecord::view) returns.
 //!
-//! [`RawRecord::parse`](crate::RawRecord::parse) builds a [`Sample`] with every field decoded. A consumer
-//! that reads a few fields of each sample pays for all of them; the view instead walks the sample once,
-//! checking every length against the record's size and noting where each variable-position field starts.
-//! Its accessors then read one field each, and cannot fail: a view exists only for a sample whose layout
-//! [`parse`](crate::RawRecord::parse) would accept, and each accessor returns what the field of the parsed
-//! [`Sample`] holds.
+//! Decoding every field of a sample ([`SampleFields`]) costs a consumer that reads a few of them the price
+//! of all; the view instead walks the sample once, checking every length against the record's size and
+//! noting where each variable-position field starts. Its accessors then read one field each, and cannot
+//! fail: a view exists only for a sample whose layout [`parse`](crate::RawRecord::parse) would accept. The
+//! parsed [`Sample`] is the same walk's result with the config copied, and reads its fields through a view.
 
 use perf_sys::*;
 
@@ -16,8 +15,8 @@ use super::cursor::Cursor;
 use super::kinds::Record;
 use super::raw::RawRecord;
 use super::sample::{
-    parse_branch_stack, parse_read, parse_regs, parse_sample, parse_stack_user, BranchStack,
-    Callchain, ReadValues, Regs, Sample, StackUser, Weight,
+    decode_sample, parse_branch_stack, parse_read, parse_regs, parse_stack_user, BranchStack,
+    Callchain, ReadValues, Regs, Sample, SampleFields, StackUser, Weight,
 };
 use super::{Misc, ThreadId};
 use crate::ErrorKind;
@@ -53,6 +52,9 @@ const SEG_MIDDLE: usize = 5;
 const SEG_TAIL: usize = 6;
 const SEGMENTS: usize = 8;
 
+/// Where each run of a sample's fields starts (what [`layout`] notes).
+pub(crate) type Segments = [u32; SEGMENTS];
+
 /// The sample_type bits whose fields come after the fixed prefix.
 const AFTER_PREFIX: u64 = (PERF_SAMPLE_READ
     | PERF_SAMPLE_CALLCHAIN
@@ -74,7 +76,7 @@ const AFTER_PREFIX: u64 = (PERF_SAMPLE_READ
 /// A record as [`RawRecord::view`](crate::RawRecord::view) gives it: a lazily read sample, or any other
 /// record, checked, which [`OtherView::record`] parses (those are rare beside samples). Both variants are
 /// small (80 bytes on 64-bit targets), so a view stays in registers in a caller's loop where a [`Record`]
-/// (~700 bytes) goes through memory.
+/// (200 bytes) goes through memory.
 ///
 /// ```
 /// use perf_core::record::RecordView;
@@ -147,7 +149,7 @@ impl<'a> RecordView<'a> {
 
 /// A record other than a sample that [`RawRecord::parse`](crate::RawRecord::parse) accepts, as
 /// [`RawRecord::view`](crate::RawRecord::view) gives it: the raw record and its config, small enough for a
-/// view to stay in registers (48 bytes, where a [`Record`] is ~700). [`record`](Self::record) parses it.
+/// view to stay in registers (48 bytes, where a [`Record`] is 200). [`record`](Self::record) parses it.
 #[derive(Clone, Copy)]
 pub struct OtherView<'a> {
     raw: RawRecord<'a>,
@@ -197,11 +199,12 @@ impl std::fmt::Debug for OtherView<'_> {
 /// Made by [`RawRecord::view`](crate::RawRecord::view) or, fastest, [`RawRecord::sample_view`](crate::RawRecord::sample_view),
 /// only when [`parse`](crate::RawRecord::parse) would succeed, so every accessor returns exactly the matching field of the parsed [`Sample`]: `Some` when the
 /// event's `sample_type` selects the field, `None` otherwise. Accessors neither allocate nor fail.
-/// [`to_sample`](Self::to_sample) gives the whole [`Sample`] (and `.to_sample().into_owned()` an owned one).
+/// [`to_sample`](Self::to_sample) gives the [`Sample`] (and `.to_sample().into_owned()` an owned one),
+/// [`fields`](Self::fields) every field decoded.
 ///
 /// The view borrows the [`ParseConfig`] as well as the bytes; it holds the body, a reference to the
 /// config and where each run of fields after a variable-length one starts (80 bytes in all, where a
-/// [`Sample`] is ~700).
+/// [`Sample`], which copies the config, is 144).
 #[doc(alias = "PERF_RECORD_SAMPLE")]
 #[derive(Clone, Copy)]
 pub struct SampleView<'a> {
@@ -226,6 +229,34 @@ impl<'a> SampleView<'a> {
             seg,
             misc,
         })
+    }
+
+    /// A view of `data` whose `seg` an earlier [`try_new`](Self::try_new) with the same `cfg` noted.
+    #[inline(always)]
+    pub(crate) const fn from_parts(
+        misc: Misc,
+        data: Chunk<'a>,
+        cfg: &'a ParseConfig,
+        seg: Segments,
+    ) -> Self {
+        SampleView {
+            data,
+            cfg,
+            seg,
+            misc,
+        }
+    }
+
+    /// Where the runs of fields start, for a [`Sample`] to keep.
+    #[inline(always)]
+    pub(crate) const fn segments(&self) -> Segments {
+        self.seg
+    }
+
+    /// The config the view reads its fields by.
+    #[inline(always)]
+    pub const fn config(&self) -> &'a ParseConfig {
+        self.cfg
     }
 
     #[inline(always)]
@@ -523,9 +554,16 @@ impl<'a> SampleView<'a> {
         Some(Bytes::borrowed(self.data.get(at + 8, size)?))
     }
 
-    /// Every field decoded: the [`Sample`] that [`RawRecord::parse`](crate::RawRecord::parse) gives.
+    /// The [`Sample`] that [`RawRecord::parse`](crate::RawRecord::parse) gives: the same body and offsets
+    /// with a copy of the config, so that it can outlive the config and be made owned. Allocates nothing.
+    #[inline]
     pub fn to_sample(&self) -> Sample<'a> {
-        Sample {
+        Sample::new(self.misc, self.data, self.cfg, self.seg)
+    }
+
+    /// Every field decoded at once.
+    pub fn fields(&self) -> SampleFields<'a> {
+        SampleFields {
             misc: self.misc,
             identifier: self.identifier(),
             ip: self.ip(),
@@ -557,9 +595,7 @@ impl<'a> SampleView<'a> {
 
 impl std::fmt::Debug for SampleView<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SampleView")
-            .field(&self.to_sample())
-            .finish()
+        f.debug_tuple("SampleView").field(&self.fields()).finish()
     }
 }
 
@@ -582,7 +618,7 @@ fn skip_regs(data: Chunk<'_>, pos: usize, count: usize) -> Option<usize> {
 }
 
 /// One pass over a sample body: notes in `seg` where each run of fields starts; `None` when the body does
-/// not match the layout exactly (what [`parse_sample`] reports as an error).
+/// not match the layout exactly (what [`decode_sample`] reports as an error).
 #[inline(always)]
 fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Option<()> {
     let st = cfg.sample_type();
@@ -669,11 +705,12 @@ fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Opti
     (pos == len).then_some(())
 }
 
-/// The error for a body the view refused: the one [`parse_sample`] reports, so the two agree.
+/// The error for a body the view refused: the one the field-by-field [`decode_sample`] reports, which names
+/// the field that does not fit.
 #[cold]
 #[inline(never)]
 pub(crate) fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
-    match parse_sample(misc, data, cfg) {
+    match decode_sample(misc, data, cfg) {
         Err(e) => e,
         // The view and the full parse disagree (a bug): report the body as not matching its layout.
         Ok(_) => ErrorKind::Truncated {
@@ -689,11 +726,21 @@ pub(crate) fn refusal(misc: Misc, data: Chunk<'_>, cfg: &ParseConfig) -> Error {
 mod tests {
     use super::*;
 
-    /// A view is small enough to stay in registers: no variant holds a parsed `Record` (~700 bytes).
+    /// A view is small enough to stay in registers, and a parsed sample is small too: its fields are read
+    /// from the body it keeps (every field decoded, a `SampleFields`, is ~700 bytes).
     #[test]
     fn a_view_and_its_result_are_small() {
         use std::mem::size_of;
-        assert!(size_of::<Record<'_>>() > 500);
+        eprintln!(
+            "Sample {} Record {} Result<Record> {} SampleFields {}",
+            size_of::<Sample<'_>>(),
+            size_of::<Record<'_>>(),
+            size_of::<Result<Record<'_>, Error>>(),
+            size_of::<SampleFields<'_>>()
+        );
+        assert!(size_of::<SampleFields<'_>>() > 500);
+        assert!(size_of::<Sample<'_>>() <= 20 * size_of::<usize>());
+        assert!(size_of::<Record<'_>>() <= 25 * size_of::<usize>());
         assert!(size_of::<OtherView<'_>>() <= 6 * size_of::<usize>());
         assert!(size_of::<RecordView<'_>>() <= 10 * size_of::<usize>());
         assert!(size_of::<Result<RecordView<'_>, Error>>() <= 11 * size_of::<usize>());

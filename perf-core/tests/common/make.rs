@@ -134,9 +134,14 @@ fn callchain_words(rng: &mut Gen) -> Vec<u64> {
 }
 
 pub fn sample(rng: &mut Gen, cfg: &ParseConfig) -> Sample<'static> {
+    Sample::from_fields(&sample_fields(rng, cfg), cfg).expect("generated fields fit their config")
+}
+
+/// Random fields for each `PERF_SAMPLE_*` bit of `cfg` (and none for the others).
+pub fn sample_fields(rng: &mut Gen, cfg: &ParseConfig) -> SampleFields<'static> {
     let has = |b: u32| cfg.sample_type() & b as u64 != 0;
     let bst = cfg.branch_sample_type();
-    Sample {
+    SampleFields {
         misc: Misc(rng.u16()),
         identifier: has(PERF_SAMPLE_IDENTIFIER).then(|| rng.u64()),
         ip: has(PERF_SAMPLE_IP).then(|| rng.u64()),

@@ -217,9 +217,9 @@ fn ours_borrowed(bytes: &[u8], cfg: &ParseConfig) -> (usize, u64) {
         sum = match raw.parse(cfg) {
             Ok(Record::Sample(s)) => fold_sample(
                 sum,
-                [s.ip, s.time, s.period, s.id, s.cpu.map(u64::from)],
-                s.thread.map(|t| (t.pid, t.tid)),
-                s.raw.as_ref().map(|r| r.len()),
+                [s.ip(), s.time(), s.period(), s.id(), s.cpu().map(u64::from)],
+                s.thread().map(|t| (t.pid, t.tid)),
+                s.raw().as_ref().map(|r| r.len()),
             ),
             Ok(Record::Lost(l)) => sum.wrapping_add(l.lost),
             Ok(_) => sum.wrapping_add(1),
