@@ -272,6 +272,21 @@ fn truncation_and_inconsistency_are_errors() {
         ..Default::default()
     };
     let rec = Record::Sample(Sample::from_fields(&fields, &cfg).unwrap());
+    // A field missing its bit's value is refused when the sample is built, as encode refuses it.
+    let partial = SampleFields {
+        thread: None,
+        ..fields.clone()
+    };
+    assert!(Sample::from_fields(&partial, &cfg).is_err());
+    // Into another config with the same fields: re-encoded from the fields, and parses back equal.
+    let other = ParseConfig::new(ParseFields {
+        sample_id_all: false,
+        ..cfg.fields()
+    });
+    let mut again = Vec::new();
+    rec.encode(&other, &mut again).unwrap();
+    let (raw2, _) = RawRecord::from_chunk(Chunk::contiguous(&again)).unwrap();
+    assert_eq!(raw2.parse(&other).unwrap(), rec);
     let mut bytes = Vec::new();
     rec.encode(&cfg, &mut bytes).unwrap();
     // A callchain nr that claims more words than there are.
