@@ -253,12 +253,6 @@ impl<'a> SampleView<'a> {
         self.seg
     }
 
-    /// The config the view reads its fields by.
-    #[inline(always)]
-    pub const fn config(&self) -> &'a ParseConfig {
-        self.cfg
-    }
-
     #[inline(always)]
     fn prefix(&self) -> SamplePrefix {
         self.cfg.sample_prefix()
