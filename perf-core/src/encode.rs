@@ -7,7 +7,7 @@ use perf_sys::*;
 
 use crate::record::*;
 use crate::ErrorKind;
-use crate::{Error, ParseConfig};
+use crate::{Chunk, Error, ParseConfig};
 
 struct Writer<'o> {
     out: &'o mut Vec<u8>,
@@ -29,7 +29,9 @@ impl Writer<'_> {
         self.out.push(v);
     }
     fn bytes(&mut self, b: &Bytes<'_>) {
-        let c = b.chunk();
+        self.chunk(b.chunk());
+    }
+    fn chunk(&mut self, c: Chunk<'_>) {
         self.out.extend_from_slice(c.first());
         self.out.extend_from_slice(c.second());
     }
@@ -317,7 +319,7 @@ fn encode_into(rec: &Record<'_>, cfg: &ParseConfig, w: &mut Writer<'_>) -> Resul
     match rec {
         // Laid out by this config already: its bytes as they are.
         Record::Sample(s) if s.config() == cfg => {
-            w.bytes(&s.data().into());
+            w.chunk(s.data());
             return Ok(());
         }
         Record::Sample(s) => return write_sample(w, &s.fields(), cfg),

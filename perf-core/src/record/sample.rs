@@ -89,9 +89,7 @@ impl<'a> Sample<'a> {
         cfg: &ParseConfig,
     ) -> Result<Sample<'static>, Error> {
         let body = crate::encode::sample_body(fields, cfg)?;
-        let view = SampleView::try_new(fields.misc, Chunk::contiguous(&body), cfg)
-            .ok_or_else(|| super::view::refusal(fields.misc, Chunk::contiguous(&body), cfg))?;
-        let seg = view.segments();
+        let seg = super::view::segments_of(fields.misc, Chunk::contiguous(&body), cfg)?;
         Ok(Sample {
             body: Bytes::from(body),
             cfg: *cfg,
@@ -918,15 +916,8 @@ pub(crate) fn parse_sample<'a>(
     data: Chunk<'a>,
     cfg: &ParseConfig,
 ) -> Result<super::Record<'a>, Error> {
-    match SampleView::try_new(misc, data, cfg) {
-        Some(view) => Ok(super::Record::Sample(Sample::new(
-            misc,
-            data,
-            cfg,
-            view.segments(),
-        ))),
-        None => Err(super::view::refusal(misc, data, cfg)),
-    }
+    let seg = super::view::segments_of(misc, data, cfg)?;
+    Ok(super::Record::Sample(Sample::new(misc, data, cfg, seg)))
 }
 
 /// Every field of a sample body, decoded one after another: the error names the first field that does not

@@ -247,12 +247,6 @@ impl<'a> SampleView<'a> {
         }
     }
 
-    /// Where the runs of fields start, for a [`Sample`] to keep.
-    #[inline(always)]
-    pub(crate) const fn segments(&self) -> Segments {
-        self.seg
-    }
-
     #[inline(always)]
     fn prefix(&self) -> SamplePrefix {
         self.cfg.sample_prefix()
@@ -697,6 +691,21 @@ fn layout(data: Chunk<'_>, cfg: &ParseConfig, seg: &mut [u32; SEGMENTS]) -> Opti
         pos = (pos + 8).checked_add(usize::try_from(size).ok()?)?;
     }
     (pos == len).then_some(())
+}
+
+/// Where each run of fields of the sample body `data` starts, for a [`Sample`] to keep: the one-pass check of
+/// [`SampleView::try_new`], with the error [`refusal`] gives for a body it refuses.
+#[inline(always)]
+pub(crate) fn segments_of(
+    misc: Misc,
+    data: Chunk<'_>,
+    cfg: &ParseConfig,
+) -> Result<Segments, Error> {
+    let mut seg = [0; SEGMENTS];
+    match layout(data, cfg, &mut seg) {
+        Some(()) => Ok(seg),
+        None => Err(refusal(misc, data, cfg)),
+    }
 }
 
 /// The error for a body the view refused: the one the field-by-field [`decode_sample`] reports, which names
