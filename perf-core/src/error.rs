@@ -242,6 +242,14 @@ child; open and map the event again in the child")]
         /// `"data"` or `"aux"`.
         area: &'static str,
     },
+    /// [`Ring::map_exclusive`](crate::Ring::map_exclusive) was given a fork child's copy of its parent's
+    /// event: both processes could map it, and both would consume one ring.
+    #[error("this perf event was opened by the parent process (the fd was inherited through fork()): mapping its \
+{area} ring here would make parent and child two consumers of one ring; open the event again in the child")]
+    InheritedFd {
+        /// `"data"`.
+        area: &'static str,
+    },
     /// The fd's output is redirected to another event's ring (EBUSY).
     #[error(
         "mapping the perf {area} ring failed ({source}): this fd's output was redirected with \

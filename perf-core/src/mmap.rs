@@ -14,6 +14,9 @@
 //! that from the fd alone, so [`Ring::map`] and [`Ring::map_aux`] are `unsafe` with that contract, and
 //! [`Ring::map_exclusive`] asks the kernel instead: `PERF_EVENT_IOC_SET_OUTPUT(-1)` fails while the event has
 //! any mapping, and succeeding detaches any redirection, so the ring mapped next is new and ours alone.
+//! That proof holds within this process (the check and the mapping are serialised); across processes it
+//! needs an fd no other process maps, which is what [`PerfFd`] stands for: `map_exclusive` takes one, and
+//! refuses a fork child's copy of its parent's.
 //!
 //! A mapping is kept alive (in an `Arc`) by every ring and page view made from it, so the pointers handed to
 //! the rings and to [`UserPage::from_ptr`] stay valid; it is registered with the fork handlers (`fork.rs`)
@@ -24,11 +27,13 @@ use std::mem::offset_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 use perf_sys::perf_event_mmap_page;
 
+use crate::fd::PerfFd;
+use crate::fork::Lock;
 use crate::page::UserPage;
 use crate::ring::{Area, Aux, Data, Owner, Producer, Ring, RingMode};
 use crate::ErrorKind;
@@ -170,8 +175,9 @@ impl Drop for Mapping {
     }
 }
 
-/// Serialises [`Ring::map_exclusive`]'s check and mapping within this process.
-static EXCLUSIVE: Mutex<()> = Mutex::new(());
+/// Serialises [`Ring::map_exclusive`]'s check and mapping within this process; a [`Lock`], so a fork while a
+/// thread maps does not leave it held in the child.
+static EXCLUSIVE: Lock<()> = Lock::new(());
 
 /// Asks the kernel to prove that the event behind `fd` has no mapping at all, and detaches a
 /// `PERF_EVENT_IOC_SET_OUTPUT` redirection so that mapping it gives the event's own, fresh ring.
@@ -185,15 +191,15 @@ fn prove_unmapped(fd: BorrowedFd<'_>, area: &'static str) -> Result<(), Error> {
 }
 
 impl Ring<Data> {
-    /// Maps a perf fd's ring after the kernel has proven that nothing else maps it: the safe constructor.
+    /// Maps an event's ring after the kernel has proven that nothing else maps it: the safe constructor.
     ///
     /// Before mapping, it asks the kernel to detach the fd's output (`PERF_EVENT_IOC_SET_OUTPUT` with -1),
     /// which the kernel refuses while the event has any mapping; so the ring this maps is the event's own,
     /// new, and its only consumer is this `Ring`, whose later mappings (another `map_exclusive`, an AUX area
     /// through [`map_aux_exclusive`](Ring::map_aux_exclusive)) are refused or tracked. A redirection the fd
     /// had (`SET_OUTPUT` to another event) is undone. The check and the mapping are serialised in this
-    /// process; another process mapping the same event at the same instant (it would have to share the fd)
-    /// is outside what the kernel lets us check.
+    /// process, and `fd` is a [`PerfFd`] opened in this process: a fork child's copy of its parent's event
+    /// is refused, so two processes never both pass the check (see [`PerfFd`]).
     ///
     /// `data_pages` (a power of two) data pages follow the mmap page; the mapping is writable for
     /// [`RingMode::Normal`], read-only for [`RingMode::Overwrite`] (open the event with `write_backward` for
@@ -203,28 +209,28 @@ impl Ring<Data> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyMapped`] (the event is mapped already: by another ring, or by a mapping of a
-    /// duplicate fd), [`ErrorKind::NotPerfFd`], [`ErrorKind::BadRingSize`] (`data_pages` not a non-zero power of
-    /// two), [`ErrorKind::SizeOverflow`], [`ErrorKind::MapMemory`] (the locked-memory budget, with its current
+    /// [`ErrorKind::InheritedFd`] (a fork child's copy of its parent's event), [`ErrorKind::AlreadyMapped`]
+    /// (the event is mapped already: by another ring, or by a mapping of a duplicate fd),
+    /// [`ErrorKind::NotPerfFd`], [`ErrorKind::BadRingSize`] (`data_pages` not a non-zero power of two),
+    /// [`ErrorKind::SizeOverflow`], [`ErrorKind::MapMemory`] (the locked-memory budget, with its current
     /// values), [`ErrorKind::MapTooLarge`], [`ErrorKind::Map`] (anything else).
-    pub fn map_exclusive(
-        fd: BorrowedFd<'_>,
-        data_pages: u64,
-        mode: RingMode,
-    ) -> Result<Self, Error> {
+    pub fn map_exclusive(fd: &PerfFd, data_pages: u64, mode: RingMode) -> Result<Self, Error> {
+        if !fd.opened_here() {
+            return Err(ErrorKind::InheritedFd { area: Data::NAME }.into());
+        }
         let len = mapping_len::<Data>(data_pages, page_size(), false)?;
-        let dup = fd
-            .try_clone_to_owned()
-            .map_err(|source| ErrorKind::NotPerfFd {
-                area: Data::NAME,
-                source,
-            })?;
-        let _serial = EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner());
-        prove_unmapped(fd, Data::NAME)?;
+        let dup = fd.try_clone().map_err(|source| ErrorKind::NotPerfFd {
+            area: Data::NAME,
+            source,
+        })?;
+        let _serial = EXCLUSIVE.lock();
+        prove_unmapped(fd.as_fd(), Data::NAME)?;
         // SAFETY: the kernel just proved the event has no mapping, so the one made here is the ring's first
-        // and only consumer; nothing else in this process can map it until this returns (`EXCLUSIVE`), and
-        // afterwards a safe second mapping is refused by the same check.
-        let mut ring = unsafe { Self::map_len(fd, len, mode) }?;
+        // and only consumer: nothing else in this process can map it until this returns (`EXCLUSIVE`), and
+        // no other process maps it (a `PerfFd` opened in this process and fork generation, whose sharing
+        // with other processes its `unsafe` constructor rules out); afterwards a safe second mapping is
+        // refused by the same check.
+        let mut ring = unsafe { Self::map_len(fd.as_fd(), len, mode) }?;
         ring.fd = Some(Arc::new(dup));
         Ok(ring)
     }

@@ -276,6 +276,14 @@ impl<'a> UserPage<'a> {
         load!(self, AtomicU64, aux_size)
     }
 
+    /// `aux_head`: how many bytes the PMU has written to the AUX area in all (free-running), loaded with
+    /// Acquire as a ring's head is. Since Linux 4.1.
+    pub fn aux_head(&self) -> u64 {
+        let head = load!(self, AtomicU64, aux_head);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        head
+    }
+
     /// Reads the counter and time fields consistently (retrying while the kernel updates them).
     ///
     /// # Errors

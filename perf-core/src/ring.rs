@@ -30,7 +30,6 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::offset_of;
 use std::num::NonZeroU64;
-use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -130,7 +129,7 @@ pub(crate) enum Producer {
 /// [`crate::sim`].
 ///
 /// ```no_run
-/// # fn f(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), perf_core::Error> {
+/// # fn f(fd: &perf_core::PerfFd) -> Result<(), perf_core::Error> {
 /// use perf_core::{Ring, RingMode};
 /// let mut ring = Ring::map_exclusive(fd, 8, RingMode::Normal)?; // 8 data pages
 /// let mut batch = ring.batch()?;                                  // loads data_head once
@@ -156,7 +155,7 @@ pub struct Ring<A: Area> {
     /// The fork generation the mapping belongs to (`None` for memory that fork copies, like the simulator's).
     generation: Option<u64>,
     /// The event, for rings made by [`Ring::map_exclusive`] (needed to map its AUX area safely).
-    pub(crate) fd: Option<Arc<OwnedFd>>,
+    pub(crate) fd: Option<Arc<crate::PerfFd>>,
     /// Set while an AUX ring mapped through this data ring lives.
     pub(crate) aux_claim: Arc<AtomicBool>,
     pub(crate) producer: Producer,

@@ -678,7 +678,13 @@ fn perf_opens_a_file_of_samples_the_kernel_took_of_the_busy_loop() {
     let event =
         test_event(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD);
     let cfg = event.parse_config();
-    let fd = match perf_event_open(&event.attr, 0, -1, None, u64::from(PERF_FLAG_FD_CLOEXEC)) {
+    let fd = match perf_core::PerfFd::open(
+        &mut { event.attr },
+        0,
+        -1,
+        None,
+        u64::from(PERF_FLAG_FD_CLOEXEC),
+    ) {
         Ok(fd) => fd,
         Err(e) => {
             skip(&format!("cannot open a cpu-clock sampler: {e}"));
@@ -687,7 +693,7 @@ fn perf_opens_a_file_of_samples_the_kernel_took_of_the_busy_loop() {
     };
     let id = perf_sys::ioctl::id(fd.as_fd()).unwrap();
     let event = event.with_ids([id]);
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 128, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 128, RingMode::Normal).unwrap();
 
     let dir = TempDir::new("kernel");
     let path = dir.path("perf.data");

@@ -1,13 +1,13 @@
 //! The rings and the mmap page on the real kernel: page-fault sampling read through a mapped ring, an
 //! overwrite ring read newest first, the mmap page of a software event, and the mapping errors.
 //!
-//! perf-core opens no event itself; these tests open them with perf-sys. They need perf_event_open to be
+//! These tests open events with `PerfFd::open`, the one fd type perf-core's safe constructors map. They need perf_event_open to be
 //! allowed (root or a low `perf_event_paranoid`) and print `skipped: <reason>` otherwise (a failure when
 //! `PERF_TEST_STRICT=1`).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 
-use perf_core::{Capabilities, Error, ErrorKind, MappedPage, Ring, RingMode};
+use perf_core::{Capabilities, Error, ErrorKind, MappedPage, PerfFd, Ring, RingMode};
 use perf_sys::*;
 
 const SAMPLE: u32 = PERF_RECORD_SAMPLE;
@@ -28,8 +28,8 @@ fn page_fault_attr() -> perf_event_attr {
 }
 
 /// Opens `attr` on this thread, or says why not (skip; a failure in strict mode).
-fn open(attr: &perf_event_attr) -> Option<OwnedFd> {
-    match perf_event_open(attr, 0, -1, None, u64::from(PERF_FLAG_FD_CLOEXEC)) {
+fn open(attr: &perf_event_attr) -> Option<PerfFd> {
+    match PerfFd::open(&mut { *attr }, 0, -1, None, u64::from(PERF_FLAG_FD_CLOEXEC)) {
         Ok(fd) => Some(fd),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) => {
             let reason = format!("perf_event_open not permitted here: {e}");
@@ -73,7 +73,7 @@ fn page_fault_samples_come_through_the_ring() {
     let Some(fd) = open(&page_fault_attr()) else {
         return;
     };
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 16, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 16, RingMode::Normal).unwrap();
     assert_eq!(ring.size(), 16 * perf_core::page_size());
     assert_eq!(ring.page().data_size(), ring.size());
     let tid = {
@@ -124,7 +124,7 @@ fn a_small_ring_wraps_and_loses_and_says_so() {
         return;
     };
     // One data page, 24-byte samples: 170 fit; touch 2000 pages without reading.
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 1, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 1, RingMode::Normal).unwrap();
     let mut samples = 0u64;
     let mut lost = 0u64;
     // The last round touches one page into a drained ring: its write carries the last LOST record.
@@ -166,7 +166,7 @@ fn an_overwrite_ring_reads_newest_first_on_the_kernel() {
     let Some(fd) = open(&attr) else {
         return;
     };
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 2, RingMode::Overwrite).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 2, RingMode::Overwrite).unwrap();
     assert!(matches!(
         ring.batch().map_err(Error::into_kind),
         Err(ErrorKind::RingMode { .. })
@@ -234,18 +234,18 @@ fn mapping_errors_say_what_to_change() {
         return;
     };
     assert!(matches!(
-        Ring::map_exclusive(fd.as_fd(), 3, RingMode::Normal).map_err(Error::into_kind),
+        Ring::map_exclusive(&fd, 3, RingMode::Normal).map_err(Error::into_kind),
         Err(ErrorKind::BadRingSize { size: 3, .. })
     ));
     assert!(matches!(
-        Ring::map_exclusive(fd.as_fd(), 0, RingMode::Normal).map_err(Error::into_kind),
+        Ring::map_exclusive(&fd, 0, RingMode::Normal).map_err(Error::into_kind),
         Err(ErrorKind::BadRingSize { size: 0, .. })
     ));
     assert!(matches!(
-        Ring::map_exclusive(fd.as_fd(), 1 << 62, RingMode::Normal).map_err(Error::into_kind),
+        Ring::map_exclusive(&fd, 1 << 62, RingMode::Normal).map_err(Error::into_kind),
         Err(ErrorKind::SizeOverflow { .. })
     ));
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 1, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 1, RingMode::Normal).unwrap();
     // The same fd mapped again with another size: EINVAL, explained. (No second consumer results: the
     // kernel refuses the mapping.)
     // SAFETY: the kernel refuses a second mapping of another size (asserted), so no second ring exists.
@@ -275,7 +275,7 @@ fn mapping_errors_say_what_to_change() {
 }
 
 /// Writes `n` page-fault samples into `fd`'s ring (which must be enabled).
-fn faults(fd: &OwnedFd, n: usize) {
+fn faults(fd: &PerfFd, n: usize) {
     perf_sys::ioctl::enable(fd.as_fd()).unwrap();
     touch_pages(n);
     perf_sys::ioctl::disable(fd.as_fd()).unwrap();
@@ -287,11 +287,11 @@ fn a_second_consumer_of_a_mapped_event_is_refused() {
     let Some(fd) = open(&page_fault_attr()) else {
         return;
     };
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 4, RingMode::Normal).unwrap();
     // The kernel would attach a second mapping of the same event to this ring: the same fd, a duplicate,
     // the same size: every one is refused.
     let dup = fd.try_clone().unwrap();
-    for f in [fd.as_fd(), dup.as_fd()] {
+    for f in [&fd, &dup] {
         let err = Ring::map_exclusive(f, 4, RingMode::Normal).unwrap_err();
         assert!(
             matches!(err.kind(), ErrorKind::AlreadyMapped { .. }),
@@ -308,7 +308,7 @@ fn a_second_consumer_of_a_mapped_event_is_refused() {
     assert!(samples >= 10, "{samples}");
     // Once the ring is gone, the event can be mapped again.
     drop(ring);
-    Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+    Ring::map_exclusive(&fd, 4, RingMode::Normal).unwrap();
 }
 
 #[test]
@@ -317,10 +317,10 @@ fn map_exclusive_detaches_a_redirection_and_maps_the_events_own_ring() {
     let (Some(a), Some(b)) = (open(&page_fault_attr()), open(&page_fault_attr())) else {
         return;
     };
-    let mut ring_a = Ring::map_exclusive(a.as_fd(), 2, RingMode::Normal).unwrap();
+    let mut ring_a = Ring::map_exclusive(&a, 2, RingMode::Normal).unwrap();
     perf_sys::ioctl::set_output(b.as_fd(), Some(a.as_fd())).unwrap();
     // Old kernels would map a's ring for b (a second consumer of it): map_exclusive detaches b first.
-    let mut ring_b = Ring::map_exclusive(b.as_fd(), 2, RingMode::Normal).unwrap();
+    let mut ring_b = Ring::map_exclusive(&b, 2, RingMode::Normal).unwrap();
     faults(&b, 5);
     let count = |ring: &mut Ring<perf_core::Data>| {
         let mut n = 0;
@@ -339,7 +339,7 @@ fn a_fork_child_gets_placeholders_not_the_parents_ring() {
     let Some(fd) = open(&page_fault_attr()) else {
         return;
     };
-    let mut ring = Ring::map_exclusive(fd.as_fd(), 4, RingMode::Normal).unwrap();
+    let mut ring = Ring::map_exclusive(&fd, 4, RingMode::Normal).unwrap();
     let page = ring.mapped_page().unwrap();
     faults(&fd, 10);
     // One record read before the fork: the ring has seen a head past its tail, so the child's next read

@@ -269,3 +269,29 @@ pub fn package_example_binary(package: &str, name: &str) -> std::path::PathBuf {
     assert!(bin.exists(), "{} was not built", bin.display());
     bin
 }
+
+/// Runs the calling test again in a process of its own (only that test, with `flag` set): for tests that
+/// fork, or that need a process whose reactor has never started. Returns whether this is that run.
+pub fn in_own_process(test: &str, flag: &str) -> bool {
+    if std::env::var_os(flag).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(flag, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "the run in a process of its own failed"
+    );
+    assert!(
+        text.contains("1 passed"),
+        "the test did not run in its own process"
+    );
+    false
+}

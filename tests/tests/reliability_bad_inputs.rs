@@ -178,7 +178,7 @@ fn bad_input_matrix() {
     );
     m.case("non-power-of-two ring (3 data pages, perf-core)", || {
         let c = Counter::new(Software::Dummy, ME, sampling()).unwrap();
-        match perf_core::Ring::map_exclusive(c.fd(), 3, perf_core::RingMode::Normal) {
+        match perf_core::Ring::map_exclusive(c.perf_fd(), 3, perf_core::RingMode::Normal) {
             Ok(_) => Outcome::Succeeded,
             Err(e) => {
                 let msg = e.to_string();

@@ -164,8 +164,8 @@ fn a_second_consumer_of_a_sampled_counter_is_refused() {
         Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), fault_opts()).unwrap();
     let sampler = counter.sampler(2).unwrap();
     // Issue: perf-core's safe mapping attached to the sampler's ring (two consumers of one tail).
-    let err =
-        perf_core::Ring::map_exclusive(counter.fd(), 2, perf_core::RingMode::Normal).unwrap_err();
+    let err = perf_core::Ring::map_exclusive(counter.perf_fd(), 2, perf_core::RingMode::Normal)
+        .unwrap_err();
     assert!(
         matches!(err.kind(), perf_core::ErrorKind::AlreadyMapped { .. }),
         "{err:?}"
@@ -364,32 +364,6 @@ fn every_waiter_of_one_sampler_is_woken() {
     producer.finish();
 }
 
-/// Runs the calling test again in a process of its own (only that test, with `flag` set): for tests that
-/// fork, or that need a process whose reactor has never started. Returns whether this is that run.
-fn in_own_process(test: &str, flag: &str) -> bool {
-    if std::env::var_os(flag).is_some() {
-        return true;
-    }
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(flag, "1")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "the run in a process of its own failed"
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the test did not run in its own process"
-    );
-    false
-}
-
 #[test]
 fn a_fork_child_gets_a_reactor_of_its_own() {
     require!(
@@ -400,7 +374,7 @@ fn a_fork_child_gets_a_reactor_of_its_own() {
     );
     // Issue: after fork() the reactor existed in the child without its thread, sharing the parent's
     // epoll set: the child was never woken. Forking is only safe without other test threads around.
-    if !in_own_process(
+    if !tests::in_own_process(
         "a_fork_child_gets_a_reactor_of_its_own",
         "PERF_TEST_FORK_CHILD",
     ) {
@@ -458,7 +432,7 @@ fn a_failed_reactor_start_is_not_remembered() {
     );
     // Issue: a transient EMFILE on the reactor's first start was kept in a LazyLock forever. This needs
     // a process whose reactor never started.
-    if !in_own_process(
+    if !tests::in_own_process(
         "a_failed_reactor_start_is_not_remembered",
         "PERF_TEST_EMFILE_CHILD",
     ) {

@@ -37,6 +37,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use perf_core::PerfFd;
 use perf_sys as sys;
 use sys::perf_event_attr;
 
@@ -54,7 +55,8 @@ const SINGLE_MAX: usize = 40;
 ///
 /// Opened with `O_CLOEXEC`. Closing (dropping) it stops counting.
 pub struct Counter {
-    file: File,
+    /// The event's fd, typed so that perf-core maps it (one consumer per ring, also across `fork()`).
+    file: PerfFd,
     attr: perf_event_attr,
     /// Kept for the strings `attr` points to (probe names and paths).
     event: Event,
@@ -155,7 +157,7 @@ impl Counter {
         let (fd, attr) =
             open_dropping_default_lost(attr, default_lost, &FORMAT_LOST_REFUSED, |a| {
                 let mut sent = *a;
-                let r = sys::perf_event_open_mut(&mut sent, pid, target.cpu, group, flags);
+                let r = PerfFd::open(&mut sent, pid, target.cpu, group, flags);
                 kernel_attr_size = (sent.size != a.size).then_some(sent.size);
                 r
             });
@@ -175,7 +177,7 @@ impl Counter {
         })?;
         let read_size = stat::Stat::read_size(attr.read_format, 1);
         Ok(Self {
-            file: File::from(fd),
+            file: fd,
             attr,
             event,
             target,
@@ -271,7 +273,7 @@ impl Counter {
 
     #[cold]
     fn stat_group(&self) -> Result<Stat> {
-        read_group(&self.file, self.attr.read_format)
+        read_group(self.file.as_file(), self.attr.read_format)
     }
 
     /// The event id (`PERF_EVENT_IOC_ID`), as found in group reads and records.
@@ -458,6 +460,13 @@ impl Counter {
 
     /// The counter's file.
     pub fn file(&self) -> &File {
+        self.file.as_file()
+    }
+
+    /// The counter's fd as perf-core's [`PerfFd`]: what
+    /// [`perf_core::Ring::map_exclusive`] maps (the counter's [`sampler`](Self::sampler) does that for
+    /// you). In a child made by `fork()` it is the parent's event, which the child cannot map.
+    pub fn perf_fd(&self) -> &PerfFd {
         &self.file
     }
 

@@ -23,7 +23,6 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use perf_sys as sys;
 
@@ -123,8 +122,9 @@ const TRACEFS_PLACES: [&str; 4] = [
 /// Where debugfs is mounted, preferred in this order; tracefs is its `tracing` folder.
 const DEBUGFS_PLACES: [&str; 2] = ["/sys/kernel/debug", "/debug"];
 
-/// One finder at a time, so that two threads never both mount tracefs.
-static FINDING: Mutex<()> = Mutex::new(());
+/// One finder at a time, so that two threads never both mount tracefs (fork-safe: a child made while
+/// another thread was finding takes it over).
+static FINDING: perf_core::fork::Lock<()> = perf_core::fork::Lock::new(());
 
 /// The tracefs folder (the one holding `events/`), found or mounted the way `perf` does.
 ///
@@ -144,9 +144,7 @@ static FINDING: Mutex<()> = Mutex::new(());
 #[doc(alias = "debugfs")]
 #[doc(alias = "tracing_path_mount")]
 pub fn tracefs() -> Result<PathBuf> {
-    let _one = FINDING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = FINDING.lock();
     if let Some(dir) = mounted() {
         return Ok(dir);
     }

@@ -472,7 +472,7 @@ impl<'a> AsyncCowIter<'a> {
         loop {
             let ended = Cell::new(false);
             let take = || {
-                let item = if inner.reader().has_record() {
+                let item = if inner.reader().has_record(false) {
                     Some(Ok(()))
                 } else {
                     inner.reader().take_error().map(Err)

@@ -1,9 +1,9 @@
 //! [`AuxTracer`]: the AUX area of a sampler's ring (Intel PT, CoreSight, ARM SPE... trace bytes).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use perf_core::{Aux, Chunk, Ring, RingMode};
+use perf_core::fork::Lock;
+use perf_core::{Aux, Chunk, MappedPage, Ring, RingMode};
 
 use super::Sampler;
 use crate::error::{Error, Result};
@@ -22,10 +22,19 @@ pub type AuxChunk<'a> = Chunk<'a>;
 /// bytes). In snapshot mode the PMU overwrites the oldest bytes at any time, so they are never
 /// borrowed: [`snapshot`](Self::snapshot) stops the event, copies the newest bytes out and starts
 /// the event again, as `perf record --snapshot` does.
+///
+/// The area has one reader at a time, as the data ring has: while an [`AuxCowIter::next`] closure
+/// runs, the tracer's other readers (a nested `cow_iter().next`, [`snapshot`](Self::snapshot)) get
+/// nothing or [`Error::RingBusy`] instead of waiting for it; [`head`](Self::head) and
+/// [`mode`](Self::mode) work from inside the closure.
 #[derive(Debug)]
 pub struct AuxTracer<'a> {
     sampler: &'a Sampler,
-    ring: Mutex<Ring<Aux>>,
+    /// The AUX ring while no reader holds it (fork-safe; never held while user code runs).
+    ring: Lock<Option<Ring<Aux>>>,
+    mode: RingMode,
+    /// The mmap page, for `aux_head` while a reader holds the ring.
+    page: Option<MappedPage>,
 }
 
 /// The newest bytes of an AUX area in snapshot mode, copied out; see [`AuxTracer::snapshot`].
@@ -91,22 +100,38 @@ impl<'a> AuxTracer<'a> {
     pub(crate) fn new(sampler: &'a Sampler, ring: Ring<Aux>) -> Self {
         AuxTracer {
             sampler,
-            ring: Mutex::new(ring),
+            mode: ring.mode(),
+            page: ring.mapped_page(),
+            ring: Lock::new(Some(ring)),
         }
     }
 
-    fn ring(&self) -> MutexGuard<'_, Ring<Aux>> {
-        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `f` (our code, never the user's) with the ring; [`Error::RingBusy`] while a reader holds
+    /// it.
+    fn with_ring<R>(&self, f: impl FnOnce(&mut Ring<Aux>) -> R) -> Result<R> {
+        self.ring.lock().as_mut().map(f).ok_or(Error::RingBusy)
+    }
+
+    /// Takes the ring for a reader; `None` while another one holds it.
+    fn lease(&self) -> Option<AuxLease<'_>> {
+        let ring = self.ring.lock().take()?;
+        Some(AuxLease {
+            slot: &self.ring,
+            ring: Some(ring),
+        })
     }
 
     /// Normal, or snapshot (overwrite).
     pub fn mode(&self) -> RingMode {
-        self.ring().mode()
+        self.mode
     }
 
     /// The `aux_head`: how many bytes the PMU has written in all (free-running).
     pub fn head(&self) -> u64 {
-        self.ring().head()
+        match &self.page {
+            Some(page) => page.page().aux_head(),
+            None => self.with_ring(|r| r.head()).unwrap_or(0),
+        }
     }
 
     /// In snapshot mode: stops the event (`PERF_EVENT_IOC_DISABLE`, which makes the PMU flush and
@@ -117,11 +142,12 @@ impl<'a> AuxTracer<'a> {
     /// # Errors
     ///
     /// [`Error::Ring`] (`RingMode`) in normal mode (read it with [`iter`](Self::iter));
-    /// [`Error::Io`] if the event cannot be stopped.
+    /// [`Error::Io`] if the event cannot be stopped; [`Error::RingBusy`] from inside an
+    /// [`AuxCowIter::next`] closure.
     pub fn snapshot(&self, max_len: Option<u64>) -> Result<AuxSnapshot> {
         let mut snap = AuxSnapshot::default();
         let _stop = self.sampler.stop_for_read()?;
-        snap.head = self.ring().copy_aux_snapshot(max_len, &mut snap.bytes)?;
+        snap.head = self.with_ring(|r| r.copy_aux_snapshot(max_len, &mut snap.bytes))??;
         Ok(snap)
     }
 
@@ -135,7 +161,7 @@ impl<'a> AuxTracer<'a> {
     pub fn snapshot_full(&self) -> Result<AuxSnapshot> {
         let mut snap = AuxSnapshot::default();
         let _stop = self.sampler.stop_for_read()?;
-        snap.head = self.ring().copy_aux_full(&mut snap.bytes)?;
+        snap.head = self.with_ring(|r| r.copy_aux_full(&mut snap.bytes))??;
         Ok(snap)
     }
 
@@ -156,6 +182,20 @@ impl<'a> AuxTracer<'a> {
 impl Drop for AuxTracer<'_> {
     fn drop(&mut self) {
         self.sampler.aux_mapped.store(false, Ordering::Release);
+    }
+}
+
+/// A reader's hold on the AUX ring; puts it back on drop.
+struct AuxLease<'t> {
+    slot: &'t Lock<Option<Ring<Aux>>>,
+    ring: Option<Ring<Aux>>,
+}
+
+impl Drop for AuxLease<'_> {
+    fn drop(&mut self) {
+        if let Some(ring) = self.ring.take() {
+            *self.slot.lock() = Some(ring);
+        }
     }
 }
 
@@ -186,21 +226,45 @@ pub struct AuxCowIter<'a> {
 
 impl AuxCowIter<'_> {
     /// Calls `f` with the next at most `max_chunk_len` bytes (one or two slices) in the AUX
-    /// area, then gives them back to the PMU; `None` when there are none. In snapshot mode `f`
-    /// sees a copy taken as [`AuxTracer::snapshot`] does (`None` also when that fails).
+    /// area, then gives them back to the PMU; `None` when there are none, or while another reader
+    /// of the tracer holds the area (see [`try_next`](Self::try_next)). In snapshot mode `f` sees a
+    /// copy taken as [`AuxTracer::snapshot`] does (`None` also when that fails).
+    ///
+    /// `f` runs with no lock held: it may call the tracer ([`AuxTracer::head`],
+    /// [`AuxTracer::mode`]; a nested reader gets nothing), and the sampler.
     pub fn next<F, R>(&mut self, max_chunk_len: Option<u64>, f: F) -> Option<R>
     where
         F: FnOnce(AuxChunk<'_>) -> R,
     {
+        self.try_next(max_chunk_len, f)?.ok()
+    }
+
+    /// As [`next`](Self::next), but says why there are no bytes: `Some(Err)` with
+    /// [`Error::RingBusy`] while another reader of the tracer holds the area (a `next` closure
+    /// further up this thread's stack, or another thread), or with the error of a snapshot or of
+    /// the ring (a fork child's copy of the tracer).
+    pub fn try_next<F, R>(&mut self, max_chunk_len: Option<u64>, f: F) -> Option<Result<R>>
+    where
+        F: FnOnce(AuxChunk<'_>) -> R,
+    {
         if self.tracer.mode() == RingMode::Overwrite {
-            let snap = self.tracer.snapshot(max_chunk_len).ok()?;
+            let snap = match self.tracer.snapshot(max_chunk_len) {
+                Ok(snap) => snap,
+                Err(e) => return Some(Err(e)),
+            };
             self.copy = snap.bytes;
-            return (!self.copy.is_empty()).then(|| f(Chunk::contiguous(&self.copy)));
+            return (!self.copy.is_empty()).then(|| Ok(f(Chunk::contiguous(&self.copy))));
         }
-        let mut ring = self.tracer.ring();
-        let mut batch = ring.batch().ok()?;
+        let Some(mut lease) = self.tracer.lease() else {
+            return Some(Err(Error::RingBusy));
+        };
+        let ring = lease.ring.as_mut()?;
+        let mut batch = match ring.batch() {
+            Ok(batch) => batch,
+            Err(e) => return Some(Err(e.into())),
+        };
         let chunk = batch.next_chunk(max_chunk_len)?;
-        Some(f(chunk))
+        Some(Ok(f(chunk)))
     }
 }
 
@@ -213,6 +277,7 @@ mod tests {
     use super::AuxTracer;
     use crate::sample::record::Record;
     use crate::sample::Sampler;
+    use crate::Error;
 
     fn sim(
         aux_mode: RingMode,
@@ -345,5 +410,66 @@ mod tests {
         assert!(!control.is_enabled(), "a user's disable is kept");
         sampler.enable().unwrap();
         assert!(control.is_enabled());
+    }
+
+    /// Runs `f` on a thread and fails if it does not return within `limit`: a deadlock becomes a
+    /// failure (the stuck thread is left behind).
+    fn within<T: Send + 'static>(
+        limit: std::time::Duration,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(limit)
+            .expect("deadlocked: did not return within the limit")
+    }
+
+    #[test]
+    fn a_cow_closure_may_call_back_into_the_tracer() {
+        // Issue (soundness round 3): `AuxCowIter::next` held the tracer's blocking mutex while its
+        // closure ran, so a closure calling `head()`, `mode()`, `snapshot()` or a nested
+        // `cow_iter().next` deadlocked.
+        let seen = within(std::time::Duration::from_secs(5), || {
+            let (mut kernel, sampler, aux, _) = sim(RingMode::Normal);
+            let sampler: &'static Sampler = Box::leak(Box::new(sampler));
+            let tracer = AuxTracer::new(sampler, aux);
+            kernel.aux_output(&[7u8; 300]).unwrap();
+            let mut cow = tracer.cow_iter();
+            let inner = cow
+                .next(Some(100), |chunk| {
+                    let nested = tracer.cow_iter().try_next(None, |c| c.len());
+                    let nested_plain = tracer.cow_iter().next(None, |c| c.len());
+                    let snap = tracer.snapshot(None);
+                    let full = tracer.snapshot_full();
+                    (
+                        chunk.len(),
+                        tracer.head(),
+                        tracer.mode(),
+                        matches!(nested, Some(Err(Error::RingBusy))),
+                        nested_plain.is_none(),
+                        matches!(snap, Err(Error::RingBusy)),
+                        matches!(full, Err(Error::RingBusy)),
+                    )
+                })
+                .unwrap();
+            // After the closure the area is the tracer's again: the rest is read, in order.
+            let rest = tracer.iter().next(None).unwrap();
+            (inner, rest.len(), tracer.head())
+        });
+        let ((len, head, mode, nested_busy, nested_none, snap_busy, full_busy), rest, head_after) =
+            seen;
+        assert_eq!(len, 100);
+        assert_eq!(head, 300, "head() from inside the closure");
+        assert_eq!(mode, RingMode::Normal);
+        assert!(nested_busy, "a nested try_next says RingBusy");
+        assert!(nested_none, "a nested next gets nothing");
+        assert!(
+            snap_busy && full_busy,
+            "a snapshot from inside says RingBusy"
+        );
+        assert_eq!(rest, 200);
+        assert_eq!(head_after, 300);
     }
 }

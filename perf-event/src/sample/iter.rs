@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 /// The longest a blocking wait sleeps while another reader holds the ring, before looking again.
 const BUSY_BACKOFF: Duration = Duration::from_millis(2);
 
+/// The longest the non-blocking `next` forms wait for another reader to give the ring back (they asked
+/// for it) before they return `None`; the `try_` forms say [`Error::RingBusy`] at once instead.
+pub(crate) const TURN_WAIT: Duration = Duration::from_millis(10);
+
 /// What [`Reader::wait`] saw.
 pub(crate) enum Wait {
     /// Something was reported (or the time is up): look at the ring again.
@@ -126,6 +130,15 @@ impl<'a> Reader<'a> {
             return None;
         }
         let sampler = self.sampler;
+        if sampler.forked() {
+            // A fork child's copy of its parent's sampler: the ring is a placeholder there.
+            self.ended = true;
+            self.lease = None;
+            self.error = Some(Error::Ring(
+                perf_core::ErrorKind::ForkedChild { area: "data" }.into(),
+            ));
+            return None;
+        }
         if sampler.mode() != RingMode::Normal {
             self.ended = true;
             self.lease = None;
@@ -158,6 +171,54 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
+    /// [`take`](Self::take), and when another reader holds the ring, a wait of at most [`TURN_WAIT`]
+    /// for a turn with it: the `next` forms, which cannot say [`Error::RingBusy`].
+    #[inline(always)]
+    fn take_waiting(&mut self) -> Option<RecordSpan> {
+        match self.take() {
+            Some(span) => Some(span),
+            None => self.take_after_busy(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_after_busy(&mut self) -> Option<RecordSpan> {
+        let deadline = Instant::now() + TURN_WAIT;
+        while matches!(self.error, Some(Error::RingBusy)) && self.wait_turn(deadline) {
+            if let Some(span) = self.take() {
+                return Some(span);
+            }
+        }
+        None
+    }
+
+    /// After a call found the ring held by another reader (or gave it back to one that asked): waits
+    /// until `deadline` at most for a turn with it. Whether this reader holds the ring again.
+    ///
+    /// The reader that asked may be gone (a `try_next` that returned), or may take the ring and read
+    /// on: either way the records are read once, by whoever holds the ring, and a reader alone never
+    /// stops early because of a request nobody waits on any more.
+    #[cold]
+    fn wait_turn(&mut self, deadline: Instant) -> bool {
+        loop {
+            if self.lease.is_some() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            // The reader that asked was woken when the ring came back: let it run first.
+            std::thread::yield_now();
+            if let Some(l) = self.sampler.lease() {
+                self.lease = Some(l);
+                self.error = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
     /// A failed read: a fork child ends the reader; a corrupt ring has its pending bytes dropped.
     #[cold]
     fn failed(&mut self, e: perf_core::Error) {
@@ -184,14 +245,15 @@ impl<'a> Reader<'a> {
         &mut self,
         f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
     ) -> Option<Result<R>> {
-        match self.with_next(f) {
+        match self.with_next_form::<false, R>(f) {
             Some(r) => Some(Ok(r)),
             None => self.take_error().map(Err),
         }
     }
 
-    /// [`next_with`](Self::next_with) leaving any error in the reader
-    /// ([`take_error`](Self::take_error)).
+    /// [`next_with`](Self::next_with) for the `next` forms: any error stays in the reader
+    /// ([`take_error`](Self::take_error)), and while another reader holds the ring it waits a turn
+    /// (at most [`TURN_WAIT`]).
     ///
     /// The hot path ([`next_seen`](Self::next_seen)) is inlined into the caller; the rest is not.
     #[inline(always)]
@@ -199,18 +261,34 @@ impl<'a> Reader<'a> {
         &mut self,
         f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
     ) -> Option<R> {
+        self.with_next_form::<true, R>(f)
+    }
+
+    /// The record walk of both forms; `WAIT`: wait a turn when another reader holds the ring.
+    #[inline(always)]
+    fn with_next_form<const WAIT: bool, R>(
+        &mut self,
+        f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
+    ) -> Option<R> {
         let sampler = self.sampler;
         if let Some(bytes) = self.next_seen() {
             return Some(f(Chunk::contiguous(bytes), sampler));
         }
-        self.with_taken(f)
+        self.with_taken::<WAIT, R>(f)
     }
 
-    /// [`with_next`](Self::with_next) past the hot path: loads the head, publishes, acquires the
-    /// ring, hands out a record that wraps.
+    /// [`with_next_form`](Self::with_next_form) past the hot path: loads the head, publishes,
+    /// acquires the ring, hands out a record that wraps.
     #[inline(never)]
-    fn with_taken<R>(&mut self, f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R) -> Option<R> {
-        let span = self.take()?;
+    fn with_taken<const WAIT: bool, R>(
+        &mut self,
+        f: impl FnOnce(Chunk<'_>, &'a Sampler) -> R,
+    ) -> Option<R> {
+        let span = if WAIT {
+            self.take_waiting()?
+        } else {
+            self.take()?
+        };
         let sampler = self.sampler;
         Some(f(self.consumed(span)?, sampler))
     }
@@ -220,9 +298,14 @@ impl<'a> Reader<'a> {
     ///
     /// Two steps, so that the lending caller borrows the reader only once it has a record: a
     /// borrow returned on one path would keep the reader borrowed on the others too.
+    /// `wait`: wait a turn (at most [`TURN_WAIT`]) while another reader holds the ring.
     #[inline(always)]
-    pub(crate) fn has_record(&mut self) -> bool {
-        self.current = self.take();
+    pub(crate) fn has_record(&mut self, wait: bool) -> bool {
+        self.current = if wait {
+            self.take_waiting()
+        } else {
+            self.take()
+        };
         self.current.is_some()
     }
 
@@ -239,9 +322,23 @@ impl<'a> Reader<'a> {
             return 0;
         }
         let sampler = self.sampler;
-        let lease = match self.lease.take().or_else(|| sampler.lease()) {
-            Some(l) => self.lease.insert(l),
-            None => return 0,
+        if sampler.forked() {
+            self.ended = true;
+            self.lease = None;
+            return 0;
+        }
+        if self.lease.is_none() {
+            match sampler.lease() {
+                Some(l) => self.lease = Some(l),
+                None => {
+                    if !self.wait_turn(Instant::now() + TURN_WAIT) {
+                        return 0;
+                    }
+                }
+            }
+        }
+        let Some(lease) = self.lease.as_mut() else {
+            return 0;
         };
         let Some(ring) = lease.ring() else {
             return 0;
@@ -338,12 +435,19 @@ fn poll_fd(sampler: &Sampler, left: Duration) -> Wait {
 
 /// Owned records from a [`Sampler`], oldest first; see [`Sampler::iter`].
 ///
-/// `next` never blocks: it returns `None` when the ring is empty (the iterator can be used again
-/// afterwards). [`next_timeout`](Self::next_timeout) waits for records.
+/// `next` does not wait for records: it returns `None` when the ring is empty (the iterator can be
+/// used again afterwards). [`next_timeout`](Self::next_timeout) waits for records.
 ///
 /// While it finds records the iterator holds the sampler's ring; it gives the ring back when the
-/// ring is empty and when dropped. Meanwhile another reader of the same sampler gets nothing
-/// ([`try_next`](Self::try_next) says [`Error::RingBusy`]). Each record's space goes back to the
+/// ring is empty, when another reader asks for it, and when dropped. A reader that finds the ring
+/// held asks for it: [`try_next`](Self::try_next) then says [`Error::RingBusy`] at once, while `next`
+/// waits up to 10 ms for its turn and returns `None` only if the other reader still holds the ring
+/// (which then reads the records). A reader alone never stops early: a request whose reader went
+/// away is cleared when the ring changes hands, and a reader that gave the ring back takes it again
+/// when nobody took it.
+///
+/// Records lost at the very end of a capture show only in [`Sampler::lost`]: the kernel writes a
+/// LOST record only once a later record fits. Each record's space goes back to the
 /// kernel after `next` returns it (at the latest when the records seen are used up, after a
 /// quarter of the ring, or when the iterator is dropped; see [`perf_core::Ring::next_record`]):
 /// dropping the iterator loses nothing that it has not handed out.
@@ -433,8 +537,9 @@ impl<'a> Iter<'a> {
 impl Iterator for Iter<'_> {
     type Item = (Priv, Record);
 
-    /// The next record, or `None` when the ring is empty, another reader holds it, or the iterator
-    /// ended (non-blocking). A corrupt ring is skipped: its pending bytes are discarded.
+    /// The next record, or `None` when the ring is empty, another reader still holds it after a
+    /// wait of at most 10 ms for a turn, or the iterator ended. A corrupt ring is skipped: its
+    /// pending bytes are discarded.
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -610,8 +715,9 @@ fn account_lost(sampler: &Sampler, ty: u32, chunk: Chunk<'_>) {
 /// pass. While it finds records the iterator holds the sampler's ring
 /// (no lock per record); it gives the ring back when the ring is empty and when dropped. Another
 /// reader of the sampler meanwhile — including one called from inside the closure — gets nothing,
-/// never a wait: [`Sampler::iter`]'s iterator is empty and says [`Error::RingBusy`]. The sampler's
-/// other methods (times, counts, pause) work from inside the closure.
+/// never a deadlock: [`Sampler::iter`]'s `try_next` says [`Error::RingBusy`] at once, its `next`
+/// gives `None` after at most 10 ms. The sampler's other methods (times, counts, pause) work from
+/// inside the closure, which runs with no lock held.
 ///
 /// A record that wraps the ring's end is copied into a scratch buffer owned by the iterator and
 /// reused (no allocation per record), so [`CowChunk::as_bytes`] is always one aligned slice;
@@ -633,8 +739,8 @@ impl<'a> CowIter<'a> {
     }
 
     /// Calls `f` with the next record's bytes and the parser, then releases the bytes to the
-    /// kernel; `None` when the ring is empty, another reader holds it, or the iterator ended
-    /// (non-blocking).
+    /// kernel; `None` when the ring is empty, another reader still holds it after a wait of at most
+    /// 10 ms for a turn (see [`Iter`]), or the iterator ended. It does not wait for records.
     ///
     /// Keep `f` short: the kernel cannot reuse the bytes until it returns.
     #[inline]
@@ -669,8 +775,8 @@ impl<'a> CowIter<'a> {
     }
 
     /// The next record, lent until the next call: its bytes ([`RawRecord::as_raw`]) and its parse
-    /// ([`RawRecord::parse`]); `None` when the ring is empty, another reader holds it, or the
-    /// iterator ended (non-blocking). The lending form of [`next`](Self::next), with the names of
+    /// ([`RawRecord::parse`]); `None` when the ring is empty, another reader still holds it after
+    /// a wait of at most 10 ms for a turn, or the iterator ended (it does not wait for records). The lending form of [`next`](Self::next), with the names of
     /// `perf-event-open` 0.7:
     ///
     /// ```no_run
@@ -702,7 +808,7 @@ impl<'a> CowIter<'a> {
     /// publishes once at the end of its pass.
     #[inline(always)]
     pub fn lending_next(&mut self) -> Option<RawRecord<'_>> {
-        if self.reader.has_record() {
+        if self.reader.has_record(true) {
             return self.lend();
         }
         self.reader.clear_error();
@@ -714,7 +820,7 @@ impl<'a> CowIter<'a> {
     /// bytes are then discarded), or once for an error that ends the iterator.
     #[inline]
     pub fn try_lending_next(&mut self) -> Option<Result<RawRecord<'_>>> {
-        if self.reader.has_record() {
+        if self.reader.has_record(false) {
             return self.lend().map(Ok);
         }
         self.reader.take_error().map(Err)
@@ -733,7 +839,8 @@ impl<'a> CowIter<'a> {
     }
 
     /// Calls `f` for every record published now (at most `max`), in one pass: one head load and
-    /// one tail store for all of them. Returns how many records `f` saw.
+    /// one tail store for all of them. Returns how many records `f` saw: 0 also when another reader
+    /// still holds the ring after a wait of at most 10 ms for a turn.
     pub fn drain<F>(&mut self, max: usize, mut f: F) -> usize
     where
         F: FnMut(CowChunk<'_>, &Parser),
@@ -978,5 +1085,96 @@ mod tests {
         drop(other);
         assert!(it.lending_next().is_none());
         assert_eq!(kernel.published_tail(), 3 * 32);
+    }
+
+    #[test]
+    fn a_reader_alone_reads_on_after_a_reader_that_asked_for_the_ring_went_away() {
+        // Issue (soundness round 3): a reader that found the ring held asked for it and went away; the
+        // holder, now alone, gave the ring back at its next call and its `next` said `None` with 9
+        // records left, which nobody ever read.
+        let (mut kernel, sampler) = sim(4096);
+        for i in 0..10 {
+            sample(&mut kernel, i);
+        }
+        let mut it = sampler.iter();
+        assert_eq!(ip(&it.next().unwrap().1), 0x1000);
+        {
+            let mut other = sampler.iter();
+            assert!(matches!(other.try_next(), Some(Err(Error::RingBusy))));
+        }
+        let rest: Vec<u64> = it.by_ref().map(|(_, r)| ip(&r)).collect();
+        assert_eq!(rest, (1..10).map(|i| 0x1000 + i).collect::<Vec<_>>());
+        // The zero-copy forms too.
+        for i in 10..20 {
+            sample(&mut kernel, i);
+        }
+        let mut cow = sampler.iter().into_cow();
+        assert_eq!(cow.next(|cc, p| ip(&p.parse(cc).1)), Some(0x1000 + 10));
+        assert!(matches!(
+            sampler.iter().try_next(),
+            Some(Err(Error::RingBusy))
+        ));
+        assert_eq!(
+            cow.lending_next().map(|rr| ip(&rr.parse().1)),
+            Some(0x1000 + 11)
+        );
+        assert!(matches!(
+            sampler.iter().try_next(),
+            Some(Err(Error::RingBusy))
+        ));
+        assert_eq!(cow.next(|cc, p| ip(&p.parse(cc).1)), Some(0x1000 + 12));
+        assert!(matches!(
+            sampler.iter().try_next(),
+            Some(Err(Error::RingBusy))
+        ));
+        let mut n = 0;
+        assert_eq!(cow.drain(usize::MAX, |_, _| n += 1), 7);
+        assert_eq!(n, 7);
+        drop(cow);
+        assert_eq!(kernel.published_tail(), kernel.head());
+        assert!(
+            !sampler.wanted(),
+            "no request outlives the lease it asked to end"
+        );
+    }
+
+    #[test]
+    fn the_hand_over_is_exact_under_contention_and_a_final_drain_reads_everything() {
+        // Issue (soundness round 3): `lease` stored its request after releasing the ring's lock, so a
+        // holder returning the ring in between cleared it first and the request stuck with nobody
+        // waiting; the next reader alone then stopped after one record (509-510 records missed).
+        let (mut kernel, sampler) = sim(1 << 16);
+        let mut written = 0u64;
+        for round in 0..200 {
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut it = sampler.iter();
+                        let _ = it.try_next();
+                        drop(it);
+                        std::hint::spin_loop();
+                    }
+                });
+                for _ in 0..50 {
+                    let mut it = sampler.iter();
+                    let _ = it.try_next();
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            assert!(
+                !sampler.wanted(),
+                "round {round}: a request outlived the leases (nobody waits on it)"
+            );
+            // Only one reader now: a final drain reads every record.
+            let before = written;
+            for _ in 0..64 {
+                sample(&mut kernel, written);
+                written += 1;
+            }
+            let got: Vec<u64> = sampler.iter().map(|(_, r)| ip(&r)).collect();
+            let want: Vec<u64> = (before..written).map(|n| 0x1000 + n).collect();
+            assert_eq!(got, want, "round {round}");
+        }
     }
 }

@@ -30,15 +30,26 @@
 //! - A counter opened with `write_backward` gets an overwrite ring (flight recorder): read the newest
 //!   records with [`Sampler::newest`], which copies them out with the output paused.
 //!
-//! # One reader at a time, and no waiting for it
+//! # One reader at a time, and no deadlock
 //!
 //! The kernel gives a ring one tail, so a ring has one reader. A [`Sampler`] lends its ring to the
 //! iterator that finds records and takes it back when that iterator finds the ring empty, is dropped,
 //! or is asked to give it up by another reader; meanwhile other readers (other iterators, or a sampler
-//! method called from inside a [`CowIter`] closure) see an empty iterator ([`Error::RingBusy`] from the
-//! `try_` forms), never a wait. Blocking and async waits share one reactor registration per sampler, so
+//! method called from inside a [`CowIter`] closure) get [`Error::RingBusy`] from the `try_` forms at
+//! once, and `None` from the `next` forms after waiting at most 10 ms for a turn. The hand-over is
+//! exact: a request is made and cleared under the sampler's lock, so a reader alone never stops early
+//! with records in the ring. Blocking and async waits share one reactor registration per sampler, so
 //! every waiter sees every kernel wakeup. Iterators end with one error, then `None`, when the ring can
 //! never be read forward (an overwrite ring, or a ring in a child made by `fork()`).
+//!
+//! # fork()
+//!
+//! A child made by `fork()` cannot read or map its parent's rings: a parent's [`Sampler`] or
+//! [`AuxTracer`] copied into the child says [`ForkedChild`](perf_core::ErrorKind::ForkedChild), and
+//! [`Counter::sampler`](crate::count::Counter::sampler) on a parent's counter says
+//! [`InheritedFd`](perf_core::ErrorKind::InheritedFd) (open the counter again in the child). No lock of
+//! perf-event can be left held by a thread the child does not have: each is a
+//! [`perf_core::fork::Lock`], which the child takes over, so every call in the child returns.
 //!
 //! [`Error::RingBusy`]: crate::Error::RingBusy
 

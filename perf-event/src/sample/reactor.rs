@@ -27,11 +27,12 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Wake, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use perf_core::fork::{Lock, LockGuard};
 use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::time::{
@@ -41,9 +42,11 @@ use rustix::time::{
 
 use crate::error::{Error, Result};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every lock here guards plain flags and lists: a panic while holding one leaves them usable.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// Every lock here is a fork-safe [`Lock`] (a child made while the reactor thread or another thread held
+/// one takes it over), held for a few instructions of ours: no waker runs and no waker is dropped while
+/// one is held where that can be avoided.
+fn lock<T: Default>(m: &Lock<T>) -> LockGuard<'_, T> {
+    m.lock()
 }
 
 /// What the kernel reported for a sampler since a waiter last looked.
@@ -81,12 +84,12 @@ enum Entry {
 struct Reactor {
     generation: u64,
     epoll: Arc<OwnedFd>,
-    entries: Arc<Mutex<HashMap<u64, Entry>>>,
+    entries: Arc<Lock<HashMap<u64, Entry>>>,
     next_token: AtomicU64,
 }
 
 /// The reactor of this process (and fork generation); `None` until first use or after a failed start.
-static REACTOR: Mutex<Option<Arc<Reactor>>> = Mutex::new(None);
+static REACTOR: Lock<Option<Arc<Reactor>>> = Lock::new(None);
 
 impl Reactor {
     /// The current reactor, started (or, in a fork child, started afresh) if needed.
@@ -109,7 +112,7 @@ impl Reactor {
 
     fn start(generation: u64) -> io::Result<Self> {
         let epoll = Arc::new(epoll::create(epoll::CreateFlags::CLOEXEC)?);
-        let entries: Arc<Mutex<HashMap<u64, Entry>>> = Arc::default();
+        let entries: Arc<Lock<HashMap<u64, Entry>>> = Arc::default();
         std::thread::Builder::new()
             .name("perf-event-io".into())
             .spawn({
@@ -135,7 +138,7 @@ impl Reactor {
 }
 
 /// The reactor thread: wait, record readiness, wake. It sleeps in `epoll_wait` while nothing happens.
-fn run(epoll: &OwnedFd, entries: &Mutex<HashMap<u64, Entry>>) {
+fn run(epoll: &OwnedFd, entries: &Lock<HashMap<u64, Entry>>) {
     let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
     let mut work: Vec<(Arc<Waiters>, Option<usize>, epoll::EventFlags)> = Vec::with_capacity(64);
     let mut wake: Vec<Waker> = Vec::with_capacity(64);
@@ -199,7 +202,7 @@ pub(crate) struct Waiters {
     token: u64,
     /// The reactor's duplicate of the sampler's fd: the registration never outlives the file it watches.
     fd: OwnedFd,
-    slots: Mutex<Vec<Option<Slot>>>,
+    slots: Lock<Vec<Option<Slot>>>,
 }
 
 impl Waiters {
@@ -213,7 +216,7 @@ impl Waiters {
             reactor: Arc::clone(&reactor),
             token,
             fd,
-            slots: Mutex::new(Vec::new()),
+            slots: Lock::new(Vec::new()),
         });
         lock(&reactor.entries).insert(token, Entry::Fd(Arc::downgrade(&waiters)));
         let flags = epoll::EventFlags::IN

@@ -2,16 +2,19 @@
 //!
 //! Ownership: a counter has at most one sampler, and the sampler's ring has one reader at a time. The ring
 //! lives in the sampler while nobody reads it; an iterator takes it out (a lease) when it finds records and
-//! puts it back when the ring is empty or the iterator is dropped, so a second reader — another iterator,
-//! or a sampler method called from inside a [`CowIter`](super::CowIter) closure — is told the ring is busy
-//! instead of waiting for it. The mmap page is read through its own view ([`perf_core::MappedPage`]), so
+//! puts it back when the ring is empty, when another reader asks for it, or when the iterator is dropped,
+//! so a second reader — another iterator, or a sampler method called from inside a
+//! [`CowIter`](super::CowIter) closure — is told the ring is busy instead of waiting for it (the `next`
+//! forms wait at most 10 ms for a turn first). Every lock of a sampler is a fork-safe
+//! [`perf_core::fork::Lock`], never held while user code runs. The mmap page is read through its own view ([`perf_core::MappedPage`]), so
 //! times and counts stay readable while an iterator holds the ring.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
+use perf_core::fork::{Lock, LockGuard};
 use perf_core::sim::SimControl;
 use perf_core::{BackwardCopy, Data, MappedPage, Ring, RingMode};
 use perf_sys as sys;
@@ -52,6 +55,22 @@ pub struct LostCounts {
     /// Debian's 5.10); `None` when the read format lacks it.
     #[doc(alias = "PERF_FORMAT_LOST")]
     pub format_lost: Option<u64>,
+}
+
+impl LostCounts {
+    /// Records lost because the ring was full: the kernel's own count
+    /// ([`format_lost`](Self::format_lost)) where the read format has it, else the
+    /// `PERF_RECORD_LOST` records read ([`lost_records`](Self::lost_records)); never less than the
+    /// records read. Samples dropped before the ring ([`lost_samples`](Self::lost_samples)) are
+    /// counted apart.
+    ///
+    /// Loss at the very end of a capture shows only here, through `format_lost`: the kernel writes
+    /// a LOST record only once a later record fits, so when nothing follows the loss, no iterator
+    /// ever sees one.
+    pub fn total(&self) -> u64 {
+        self.format_lost
+            .map_or(self.lost_records, |k| k.max(self.lost_records))
+    }
 }
 
 /// How the sampler's ioctls reach its event: the kernel, or the simulator in tests.
@@ -97,7 +116,8 @@ impl Control {
 pub(crate) struct Output {
     /// Set while a sampler maps the counter's ring (one consumer).
     pub(crate) claimed: AtomicBool,
-    holds: Mutex<Holds>,
+    /// A fork-safe lock: a child made while a thread held it takes it over (with no holds).
+    holds: Lock<Holds>,
 }
 
 /// Who wants the output paused or the event stopped.
@@ -114,8 +134,8 @@ struct Holds {
 }
 
 impl Output {
-    fn holds(&self) -> MutexGuard<'_, Holds> {
-        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+    fn holds(&self) -> LockGuard<'_, Holds> {
+        self.holds.lock()
     }
 
     /// The user's pause or resume: takes effect at once unless a read holds the pause, in which case the
@@ -214,15 +234,17 @@ impl Drop for ReadHold<'_> {
 ///
 /// Made by [`Counter::sampler`]. A counter has at most one `Sampler` at a time, and its ring has one
 /// reader at a time: an iterator holds the ring while it finds records and gives it back when the ring
-/// is empty or the iterator is dropped; meanwhile other readers see [`Error::RingBusy`] (or an empty
-/// iterator), never a wait. The sampler holds its own duplicate of the counter's fd, so it may outlive
+/// is empty, another reader asks for it, or the iterator is dropped; meanwhile other readers see
+/// [`Error::RingBusy`] (the `try_` forms) or, after a wait of at most 10 ms, an empty iterator: never
+/// a deadlock. The sampler holds its own duplicate of the counter's fd, so it may outlive
 /// the [`Counter`]; it is `Send` and `Sync`.
 pub struct Sampler {
     file: File,
     attr: perf_event_attr,
     parser: Parser,
-    /// The ring while no reader holds it.
-    ring: Mutex<Option<Ring<Data>>>,
+    /// The ring while no reader holds it. Every lock of a sampler is a fork-safe [`Lock`], held only for
+    /// a few instructions of ours (never while user code runs), so a `fork()` cannot strand it.
+    ring: Lock<Option<Ring<Data>>>,
     page: Option<MappedPage>,
     mode: RingMode,
     control: Control,
@@ -231,10 +253,13 @@ pub struct Sampler {
     lost_records: AtomicU64,
     lost_samples: AtomicU64,
     /// The sampler's one registration with the async reactor, shared by every waiter.
-    waiters: Mutex<Weak<Waiters>>,
+    waiters: Lock<Weak<Waiters>>,
     /// A reader found the ring held: the holder gives it back at its next call, and waiters are woken
-    /// when it does.
+    /// when it does. Set and cleared only under `ring`'s lock (set while the ring is out, cleared when it
+    /// comes back), so it never outlives the lease it asks to end; read without the lock on the hot path.
     wanted: AtomicBool,
+    /// The fork generation the sampler was made in: in a child, its ring is a placeholder.
+    generation: u64,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -283,8 +308,8 @@ impl Counter {
                 ));
             }
             let pages = check_ring_request(self.attr(), self.cpu(), exp)?;
-            let file = self
-                .file()
+            let fd = self
+                .perf_fd()
                 .try_clone()
                 .map_err(|e| Error::io("duplicating the counter's fd", e))?;
             let mode = if self.attr().write_backward() != 0 {
@@ -292,9 +317,9 @@ impl Counter {
             } else {
                 RingMode::Normal
             };
-            let ring = Ring::map_exclusive(file.as_fd(), pages, mode)?;
+            let ring = Ring::map_exclusive(&fd, pages, mode)?;
             Ok(Sampler::from_parts(
-                file,
+                File::from(fd.into_owned()),
                 *self.attr(),
                 ring,
                 Control::Kernel,
@@ -391,14 +416,15 @@ impl Sampler {
             mode: ring.mode(),
             page: ring.mapped_page(),
             attr,
-            ring: Mutex::new(Some(ring)),
+            ring: Lock::new(Some(ring)),
             control,
             output,
             aux_mapped: AtomicBool::new(false),
             lost_records: AtomicU64::new(0),
             lost_samples: AtomicU64::new(0),
-            waiters: Mutex::new(Weak::new()),
+            waiters: Lock::new(Weak::new()),
             wanted: AtomicBool::new(false),
+            generation: perf_core::fork::generation(),
         }
     }
 
@@ -414,17 +440,15 @@ impl Sampler {
     /// Takes the ring for a reader; `None` while another reader holds it (which is then asked to give
     /// it back at its next call).
     pub(crate) fn lease(&self) -> Option<Lease<'_>> {
-        let taken = self
-            .ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match taken {
+        let mut slot = self.ring.lock();
+        match slot.take() {
             Some(ring) => Some(Lease {
                 sampler: self,
                 ring: Some(ring),
             }),
             None => {
+                // Under the lock: the holder clears the request when it puts the ring back, which it
+                // does under the same lock, so a request is never left behind by a lease that ended.
                 self.wanted.store(true, Ordering::Relaxed);
                 None
             }
@@ -437,23 +461,30 @@ impl Sampler {
         self.wanted.load(Ordering::Relaxed)
     }
 
-    /// The ring was given back: wake the readers that found it held.
-    fn released(&self) {
-        if self.wanted.swap(false, Ordering::Relaxed) {
-            let waiters = self
-                .waiters
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .upgrade();
+    /// Puts the ring back (a lease ended) and wakes the readers that found it held.
+    fn give_back(&self, ring: Ring<Data>) {
+        let wanted = {
+            let mut slot = self.ring.lock();
+            *slot = Some(ring);
+            self.wanted.swap(false, Ordering::Relaxed)
+        };
+        if wanted {
+            let waiters = self.waiters.lock().upgrade();
             if let Some(w) = waiters {
                 w.wake_all();
             }
         }
     }
 
+    /// Whether this process is a child made by `fork()` after the sampler was: its ring is then a
+    /// placeholder, and reading it is [`perf_core::ErrorKind::ForkedChild`].
+    pub(crate) fn forked(&self) -> bool {
+        perf_core::fork::generation() != self.generation
+    }
+
     /// The one reactor registration of this sampler, made on first use.
     pub(crate) fn waiters(&self) -> Result<Arc<Waiters>> {
-        let mut slot = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.waiters.lock();
         if let Some(w) = slot.upgrade() {
             return Ok(w);
         }
@@ -790,7 +821,7 @@ impl Sampler {
                 .pause_for_read(&self.control, self.file.as_fd())?;
             // Forward readers never take an overwrite ring, so it is only held by another `newest`,
             // for the length of one copy.
-            let mut slot = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = self.ring.lock();
             let ring = slot.as_mut().ok_or(Error::RingBusy)?;
             ring.copy_backward(&mut copy)?;
         }
@@ -803,9 +834,10 @@ impl Sampler {
         Ok(out)
     }
 
-    /// Runs `f` with the ring if no reader holds it (mapping the AUX area needs it).
+    /// Runs `f` (perf-core's code, never the user's) with the ring if no reader holds it (mapping the
+    /// AUX area needs it).
     pub(crate) fn with_ring<R>(&self, f: impl FnOnce(&mut Ring<Data>) -> R) -> Result<R> {
-        let mut slot = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.ring.lock();
         slot.as_mut().map(f).ok_or(Error::RingBusy)
     }
 
@@ -860,12 +892,7 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         if let Some(mut ring) = self.ring.take() {
             ring.commit();
-            *self
-                .sampler
-                .ring
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(ring);
-            self.sampler.released();
+            self.sampler.give_back(ring);
         }
     }
 }

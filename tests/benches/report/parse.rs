@@ -45,7 +45,7 @@ fn capture(target: usize) -> std::io::Result<(Vec<u64>, usize, perf_event_attr)>
     a.set_task(1);
     a.set_disabled(1);
     let flags = sys::PERF_FLAG_FD_CLOEXEC as u64;
-    let tp_fd = sys::perf_event_open(&a, 0, -1, None, flags)?;
+    let tp_fd = perf_core::PerfFd::open(&mut { a }, 0, -1, None, flags)?;
     let mut pf = a;
     pf.type_ = sys::PERF_TYPE_SOFTWARE;
     pf.config = sys::PERF_COUNT_SW_PAGE_FAULTS as u64;
@@ -54,7 +54,7 @@ fn capture(target: usize) -> std::io::Result<(Vec<u64>, usize, perf_event_attr)>
     pf.set_task(0);
     let pf_fd = sys::perf_event_open(&pf, 0, -1, None, flags)?;
     let mut ring =
-        Ring::map_exclusive(tp_fd.as_fd(), 8, RingMode::Normal).map_err(std::io::Error::other)?;
+        Ring::map_exclusive(&tp_fd, 8, RingMode::Normal).map_err(std::io::Error::other)?;
     ioctl::set_output(pf_fd.as_fd(), Some(tp_fd.as_fd()))?;
     ioctl::enable(tp_fd.as_fd())?;
     ioctl::enable(pf_fd.as_fd())?;

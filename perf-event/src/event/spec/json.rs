@@ -3,7 +3,7 @@
 //! selects one, as perf selects it: the x86 cpuid string (`GenuineIntel-6-97-2`, matched against
 //! each model's regular expression) or the arm64 MIDR (variant and revision ignored).
 
-use std::sync::OnceLock;
+use perf_core::fork::Lock;
 
 /// One event of the table.
 #[derive(Copy, Clone, Debug)]
@@ -24,8 +24,9 @@ struct Model {
     cpuid: &'static str,
     dir: &'static str,
     events: std::ops::Range<usize>,
-    /// Decoded on first use: only the models a machine asks for cost memory.
-    decoded: OnceLock<Vec<JsonEvent>>,
+    /// Decoded on first use: only the models a machine asks for cost memory. A fork-safe [`Lock`]
+    /// rather than a `OnceLock`, whose initialisation a `fork()` could strand in the child.
+    decoded: Lock<Option<&'static [JsonEvent]>>,
 }
 
 struct Table {
@@ -42,15 +43,20 @@ static BLOB: &[u8] = include_bytes!("pmu_events.bin");
 static BLOB: &[u8] = b"";
 
 fn table() -> &'static Table {
-    static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| {
-        decode(BLOB).unwrap_or(Table {
-            strings: Vec::new(),
-            models: Vec::new(),
-            events_at: 0,
-            n_events: 0,
-        })
-    })
+    // Decoded once per process (a fork child that finds the decoding stranded decodes again).
+    static T: Lock<Option<&'static Table>> = Lock::new(None);
+    let mut slot = T.lock();
+    if let Some(t) = *slot {
+        return t;
+    }
+    let t: &'static Table = Box::leak(Box::new(decode(BLOB).unwrap_or(Table {
+        strings: Vec::new(),
+        models: Vec::new(),
+        events_at: 0,
+        n_events: 0,
+    })));
+    *slot = Some(t);
+    t
 }
 
 /// Whether perf-event was built with the tables (the `pmu-events` feature).
@@ -114,7 +120,7 @@ fn decode(b: &'static [u8]) -> Option<Table> {
             cpuid,
             dir,
             events: first..first.checked_add(count)?,
-            decoded: OnceLock::new(),
+            decoded: Lock::new(None),
         });
     }
     let n_events = usize::try_from(r.u()?).ok()?;
@@ -224,9 +230,19 @@ pub(crate) fn model(id: &CpuId) -> Option<(&'static str, &'static [JsonEvent])> 
                     .is_ok_and(|x| x & mask == v & mask)
         }
     })?;
-    let events = m
-        .decoded
-        .get_or_init(|| t.events(m.events.clone()).unwrap_or_default());
+    let mut decoded = m.decoded.lock();
+    let events: &'static [JsonEvent] = match *decoded {
+        Some(events) => events,
+        None => {
+            let events: &'static [JsonEvent] = Box::leak(
+                t.events(m.events.clone())
+                    .unwrap_or_default()
+                    .into_boxed_slice(),
+            );
+            *decoded = Some(events);
+            events
+        }
+    };
     Some((m.dir, events))
 }
 

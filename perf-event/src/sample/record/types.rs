@@ -659,6 +659,11 @@ pub struct Unthrottle {
 debug!(Unthrottle { opt record_id, req time, req id, req stream_id });
 
 /// `PERF_RECORD_LOST`: records dropped because the ring was full. Since Linux 2.6.31.
+///
+/// The kernel writes it only once a later record fits in the ring, so a loss at the very end of a
+/// capture never shows as a `LostRecords`: read [`Sampler::lost`](crate::sample::Sampler::lost)
+/// (its [`total`](crate::sample::LostCounts::total) includes the kernel's own count,
+/// `PERF_FORMAT_LOST`) after the last drain.
 #[doc(alias = "PERF_RECORD_LOST")]
 #[derive(Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

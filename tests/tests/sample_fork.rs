@@ -1,0 +1,289 @@
+//! `fork()` while other threads use perf-event: a child can never map its parent's ring (two consumers of
+//! one `data_tail`), and no lock a thread held at the fork is left held in the child (which has only the
+//! thread that forked): every call a child makes returns. Each test runs in a process of its own
+//! (`tests::in_own_process`): it forks, which is only sound without libtest's other threads around. A
+//! thread hammers one path in a loop while the main thread forks again and again; each child runs its
+//! calls under a one-second `alarm`, so a hang kills it and fails the test instead of hanging the suite.
+
+use std::os::fd::AsRawFd;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use perf_event::config::{Cpu, Opts, Proc, SampleOn};
+use perf_event::count::Counter;
+use perf_event::event::sw::Software;
+use perf_event::Error;
+use tests::{paranoid, require, Skip};
+
+/// Forks this many times per test, a little later into the hammer's loop each time.
+const FORKS: u32 = 25;
+
+/// Whether this process may sample its own threads (user space only at paranoid 2).
+fn may_sample() -> bool {
+    paranoid() <= 2 || tests::is_root()
+}
+
+/// Page faults of this process, sampled, user space only.
+fn sampling() -> Opts {
+    let mut opts = Opts::default();
+    opts.exclude.kernel = true;
+    opts.exclude.hv = true;
+    opts.sample_on = SampleOn::Count(1);
+    opts
+}
+
+fn fault_counter() -> Counter {
+    Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), sampling()).unwrap()
+}
+
+/// Writes `text` to stderr without Rust's stderr lock (a thread of the parent may have held it).
+fn say(text: &str) {
+    let bytes = text.as_bytes();
+    // SAFETY: writes `bytes.len()` readable bytes to fd 2; a short or failed write only loses the text.
+    let _ = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+/// Runs `hammer` in a loop on another thread while this thread forks [`FORKS`] times; each child runs
+/// `child` with a one-second alarm and must return `Ok` within it.
+fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>) {
+    let stop = AtomicBool::new(false);
+    let mut failures = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                hammer();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        for i in 0..FORKS {
+            // SAFETY: this process runs one test (`in_own_process`); the child touches only perf-event
+            // (whose locks are the subject of the test), the allocator (glibc makes malloc fork-safe) and
+            // raw fd 2, and leaves with `_exit`.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                // SAFETY: arms SIGALRM (default action: terminate) for this child only.
+                unsafe { libc::alarm(1) };
+                let code = match std::panic::catch_unwind(AssertUnwindSafe(&child)) {
+                    Ok(Ok(())) => 0,
+                    Ok(Err(why)) => {
+                        say(&format!("child: {why}\n"));
+                        1
+                    }
+                    Err(_) => 2,
+                };
+                // SAFETY: ends the child at once, without running the parent's destructors.
+                unsafe { libc::_exit(code) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child made above; `status` is a valid out-pointer.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM {
+                failures.push(format!(
+                    "fork {i}: the child hung (killed by its 1 s alarm)"
+                ));
+            } else if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+                failures.push(format!("fork {i}: the child failed ({status:#x})"));
+            }
+            std::thread::sleep(Duration::from_micros(300 + 137 * u64::from(i)));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Opens, samples and reads a counter of the child's own: what a child is meant to do.
+fn own_sampler_works() -> Result<(), String> {
+    let counter = fault_counter();
+    let sampler = counter
+        .sampler(2)
+        .map_err(|e| format!("own sampler: {e}"))?;
+    counter.enable().map_err(|e| e.to_string())?;
+    tests::touch_pages(4);
+    counter.disable().map_err(|e| e.to_string())?;
+    let n = sampler.iter().count();
+    if n < 4 {
+        return Err(format!("own sampler read {n} records, expected at least 4"));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_fork_child_cannot_map_its_parents_event() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    // Issue (soundness round 3): the safe mapping proved exclusivity with SET_OUTPUT(fd, -1), checked
+    // only within the process; parent and child share the fd, both passed the check, and the kernel
+    // attached the child's mapping to the parent's ring: two consumers of one tail.
+    if !tests::in_own_process(
+        "a_fork_child_cannot_map_its_parents_event",
+        "PERF_TEST_FORK_MAP",
+    ) {
+        return;
+    }
+    let counter = fault_counter();
+    forks_while(
+        || {
+            if let Ok(sampler) = counter.sampler(1) {
+                drop(sampler);
+            }
+        },
+        || {
+            for _ in 0..20 {
+                match counter.sampler(1) {
+                    Err(Error::Ring(e))
+                        if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {}
+                    // The parent's claim, copied while its thread held a sampler: no mapping either.
+                    Err(Error::SamplerExists) => {}
+                    Ok(_) => return Err("the child mapped its parent's ring".into()),
+                    Err(e) => return Err(format!("unexpected refusal: {e}")),
+                }
+                match perf_core::Ring::map_exclusive(
+                    counter.perf_fd(),
+                    1,
+                    perf_core::RingMode::Normal,
+                ) {
+                    Err(e) if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {}
+                    Ok(_) => return Err("perf-core mapped the parent's ring in the child".into()),
+                    Err(e) => return Err(format!("perf-core: unexpected refusal: {e}")),
+                }
+            }
+            own_sampler_works()
+        },
+    );
+    // The parent's own counter is still its to map, and the message tells a child what to do.
+    let sampler = counter.sampler(1).unwrap();
+    drop(sampler);
+    let fd = counter.perf_fd().try_clone().unwrap();
+    assert!(fd.opened_here());
+    let text =
+        perf_core::Error::from(perf_core::ErrorKind::InheritedFd { area: "data" }).to_string();
+    assert!(text.contains("open the event again in the child"), "{text}");
+    assert!(fd.as_raw_fd() >= 0);
+}
+
+#[test]
+fn a_fork_while_a_thread_maps_a_ring_leaves_no_lock_held() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    // Issue (soundness round 3): a fork while a thread was inside the mapping's in-process lock left it
+    // locked in the child, whose first `Counter::sampler` blocked forever (on the first fork, every run).
+    if !tests::in_own_process(
+        "a_fork_while_a_thread_maps_a_ring_leaves_no_lock_held",
+        "PERF_TEST_FORK_EXCLUSIVE",
+    ) {
+        return;
+    }
+    forks_while(
+        || {
+            let counter = fault_counter();
+            let _ = counter.sampler(1);
+        },
+        own_sampler_works,
+    );
+}
+
+#[test]
+fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    // Issue (soundness round 3): the reactor's slot (held across its start and every registration) and
+    // a sampler's waiters lock could be left held by a fork.
+    if !tests::in_own_process(
+        "a_fork_while_a_thread_registers_waiters_leaves_no_lock_held",
+        "PERF_TEST_FORK_REACTOR",
+    ) {
+        return;
+    }
+    let counter = fault_counter();
+    let sampler = counter.sampler(2).unwrap();
+    forks_while(
+        // Each blocking wait registers the sampler with the reactor (its registration dies with it).
+        || {
+            let _ = sampler.iter().next_timeout(Duration::ZERO);
+        },
+        || {
+            // The parent's sampler: its waits end at once (its ring is the parent's) ...
+            if sampler
+                .iter()
+                .next_timeout(Duration::from_millis(5))
+                .is_some()
+            {
+                return Err("a record from the parent's ring".into());
+            }
+            // ... and a sampler of the child's own waits through a reactor of the child's own.
+            let counter = fault_counter();
+            let own = counter.sampler(2).map_err(|e| e.to_string())?;
+            if own.iter().next_timeout(Duration::from_millis(5)).is_some() {
+                return Err("a record from a disabled counter".into());
+            }
+            let stream = own.iter().into_async().map_err(|e| e.to_string())?;
+            drop(stream);
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn a_fork_while_a_thread_reads_or_pauses_a_sampler_leaves_no_lock_held() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    // Issue (soundness round 3): a sampler's ring and holds locks could be left held by a fork.
+    if !tests::in_own_process(
+        "a_fork_while_a_thread_reads_or_pauses_a_sampler_leaves_no_lock_held",
+        "PERF_TEST_FORK_SAMPLER",
+    ) {
+        return;
+    }
+    let counter = fault_counter();
+    let sampler = counter.sampler(2).unwrap();
+    counter.enable().unwrap();
+    forks_while(
+        || {
+            let _ = sampler.pause();
+            let _ = sampler.iter().next();
+            let _ = sampler.resume();
+            tests::touch_pages(1);
+        },
+        || {
+            // The parent's sampler, used in the child: every call returns.
+            sampler.pause().map_err(|e| format!("pause: {e}"))?;
+            sampler.resume().map_err(|e| format!("resume: {e}"))?;
+            counter
+                .pause_output(true)
+                .map_err(|e| format!("pause_output: {e}"))?;
+            counter
+                .pause_output(false)
+                .map_err(|e| format!("resume_output: {e}"))?;
+            let mut it = sampler.iter();
+            match it.try_next() {
+                Some(Err(Error::Ring(e)))
+                    if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }) => {}
+                other => return Err(format!("reading the parent's ring: {other:?}")),
+            }
+            if it.next().is_some() {
+                return Err("the reader went on after ForkedChild".into());
+            }
+            sampler.lost().map_err(|e| format!("lost: {e}"))?;
+            own_sampler_works()
+        },
+    );
+    counter.disable().unwrap();
+}
