@@ -1,9 +1,10 @@
-//! `fork()` while other threads use perf-event: a child can never map its parent's ring (two consumers of
-//! one `data_tail`), and no lock a thread held at the fork is left held in the child (which has only the
+//! `fork()` while perf-event is in use: a child can never map its parent's ring (two consumers of one
+//! `data_tail`), and no lock a thread held at the fork is left held in the child (which has only the
 //! thread that forked): every call a child makes returns. Each test runs in a process of its own
-//! (`tests::in_own_process`): it forks, which is only sound without libtest's other threads around. A
-//! thread hammers one path in a loop while the main thread forks again and again; each child runs its
-//! calls under a one-second `alarm`, so a hang kills it and fails the test instead of hanging the suite.
+//! (`tests::in_own_process`): it forks, which is only sound without libtest's other threads around. In
+//! the lock tests a thread hammers one path in a loop while the main thread forks again and again; each
+//! child runs its calls under a one-second `alarm`, so a hang kills it and fails the test instead of
+//! hanging the suite.
 
 use std::os::fd::AsRawFd;
 use std::panic::AssertUnwindSafe;
@@ -93,6 +94,27 @@ fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>)
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// In a fork child: the parent's event is refused, by perf-event and by perf-core, 200 times, and an event
+/// of the child's own samples.
+fn child_cannot_map(counter: &Counter) -> Result<(), String> {
+    for _ in 0..200 {
+        match counter.sampler(1) {
+            Err(Error::Ring(e)) if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {
+            }
+            // The parent's claim, copied while it held a sampler: no mapping either.
+            Err(Error::SamplerExists) => {}
+            Ok(_) => return Err("the child mapped its parent's ring".into()),
+            Err(e) => return Err(format!("unexpected refusal: {e}")),
+        }
+        match perf_core::Ring::map_exclusive(counter.perf_fd(), 1, perf_core::RingMode::Normal) {
+            Err(e) if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {}
+            Ok(_) => return Err("perf-core mapped the parent's ring in the child".into()),
+            Err(e) => return Err(format!("perf-core: unexpected refusal: {e}")),
+        }
+    }
+    own_sampler_works()
+}
+
 /// Opens, samples and reads a counter of the child's own: what a child is meant to do.
 fn own_sampler_works() -> Result<(), String> {
     let counter = fault_counter();
@@ -127,35 +149,45 @@ fn a_fork_child_cannot_map_its_parents_event() {
         return;
     }
     let counter = fault_counter();
-    forks_while(
-        || {
+    // No other thread (nothing a fork could strand): parent and child each map the one event and drop
+    // the ring in a loop, as the reproduction did, 10 times over.
+    for round in 0..10 {
+        // SAFETY: this process runs one test on one thread (`in_own_process`); the child leaves with
+        // `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: arms SIGALRM (default action: terminate) for this child only.
+            unsafe { libc::alarm(1) };
+            let code = match child_cannot_map(&counter) {
+                Ok(()) => 0,
+                Err(why) => {
+                    say(&format!("child: {why}\n"));
+                    1
+                }
+            };
+            // SAFETY: ends the child at once, without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        let mut maps = 0;
+        loop {
             if let Ok(sampler) = counter.sampler(1) {
+                maps += 1;
                 drop(sampler);
             }
-        },
-        || {
-            for _ in 0..20 {
-                match counter.sampler(1) {
-                    Err(Error::Ring(e))
-                        if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {}
-                    // The parent's claim, copied while its thread held a sampler: no mapping either.
-                    Err(Error::SamplerExists) => {}
-                    Ok(_) => return Err("the child mapped its parent's ring".into()),
-                    Err(e) => return Err(format!("unexpected refusal: {e}")),
-                }
-                match perf_core::Ring::map_exclusive(
-                    counter.perf_fd(),
-                    1,
-                    perf_core::RingMode::Normal,
-                ) {
-                    Err(e) if matches!(e.kind(), perf_core::ErrorKind::InheritedFd { .. }) => {}
-                    Ok(_) => return Err("perf-core mapped the parent's ring in the child".into()),
-                    Err(e) => return Err(format!("perf-core: unexpected refusal: {e}")),
-                }
+            // SAFETY: polls the child made above; `status` is a valid out-pointer.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            assert!(done >= 0, "waitpid failed");
+            if done == pid {
+                break;
             }
-            own_sampler_works()
-        },
-    );
+        }
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "round {round}: the child failed ({status:#x}) while the parent mapped {maps} times"
+        );
+    }
     // The parent's own counter is still its to map, and the message tells a child what to do.
     let sampler = counter.sampler(1).unwrap();
     drop(sampler);

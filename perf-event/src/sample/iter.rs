@@ -1143,9 +1143,10 @@ mod tests {
         // Issue (soundness round 3): `lease` stored its request after releasing the ring's lock, so a
         // holder returning the ring in between cleared it first and the request stuck with nobody
         // waiting; the next reader alone then stopped after one record (509-510 records missed).
+        // Before the fix this failed within about 1000 rounds here (a request left behind).
         let (mut kernel, sampler) = sim(1 << 16);
         let mut written = 0u64;
-        for round in 0..200 {
+        for round in 0..3000 {
             let stop = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 s.spawn(|| {
@@ -1156,7 +1157,7 @@ mod tests {
                         std::hint::spin_loop();
                     }
                 });
-                for _ in 0..50 {
+                for _ in 0..200 {
                     let mut it = sampler.iter();
                     let _ = it.try_next();
                 }
