@@ -1,0 +1,325 @@
+//! `profile`: sample a command, processes or the whole system and write pprof, folded stacks or a
+//! flame graph.
+//!
+//! ```text
+//! cargo run --release -p perf-profile --example profile -- [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
+//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] -o FILE [-o FILE ...]
+//! ```
+//!
+//! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`.
+//! Ctrl-C, `-d` or the command's end stops the capture; every output is then written (to a
+//! temporary file, renamed when complete). Exit status: 0 when the outputs were written, 1 when
+//! the capture or a write failed, 2 for a bad command line.
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use perf_profile::symbolize::Mode;
+use perf_profile::{Error, Format, Options, Profiler, Target};
+
+const USAGE: &str = "\
+usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
+               [--symbolize local|none] -o FILE [-o FILE ...]
+
+  -F HZ              samples per second per CPU (default 99)
+  -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
+  -p PID,...         these running processes, their new threads and children
+  -- CMD ARGS...     run CMD and profile it and its children
+  -d SECS            stop after SECS seconds (default: Ctrl-C, or the command's or processes' end)
+  -g fp              call chains from frame pointers, user and kernel (default)
+  -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
+  --symbolize MODE   local: names and lines from the binaries (default);
+                     none: addresses, mappings and build ids, for a backend that symbolizes
+  -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
+                     .folded (folded stacks), .svg (flame graph). May be given several times.";
+
+enum Fail {
+    Usage(String),
+    Error(String),
+}
+
+struct Args {
+    frequency: u64,
+    all: bool,
+    pids: Vec<u32>,
+    command: Vec<OsString>,
+    duration: Option<Duration>,
+    symbolize: Mode,
+    outputs: Vec<(PathBuf, Format)>,
+}
+
+fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail> {
+    use lexopt::prelude::*;
+    let usage = |e: lexopt::Error| Fail::Usage(e.to_string());
+    let mut p = lexopt::Parser::from_iter(std::iter::once(OsString::from("profile")).chain(args));
+    let mut a = Args {
+        frequency: 99,
+        all: false,
+        pids: Vec::new(),
+        command: Vec::new(),
+        duration: None,
+        symbolize: Mode::Local,
+        outputs: Vec::new(),
+    };
+    while let Some(arg) = p.next().map_err(usage)? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Short('F') => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                a.frequency = v.parse().ok().filter(|&f| f > 0).ok_or_else(|| {
+                    Fail::Usage(format!("-F {v}: give samples per second, e.g. -F 99"))
+                })?;
+            }
+            Short('a') => a.all = true,
+            Short('p') => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                for pid in v.split(',') {
+                    a.pids.push(pid.trim().parse().map_err(|_| {
+                        Fail::Usage(format!(
+                            "-p {v}: give process ids separated by commas, e.g. -p 1234,5678"
+                        ))
+                    })?);
+                }
+            }
+            Short('d') => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| {
+                        Fail::Usage(format!("-d {v}: give seconds, e.g. -d 5 or -d 0.5"))
+                    })?;
+                a.duration = Some(Duration::from_secs_f64(secs));
+            }
+            Short('g') => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                call_graph(&v)?;
+            }
+            Long("symbolize") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                a.symbolize = match v.as_str() {
+                    "local" => Mode::Local,
+                    "none" => Mode::None,
+                    _ => return Err(Fail::Usage(format!("--symbolize {v}: use local or none"))),
+                };
+            }
+            Short('o') => {
+                let path = PathBuf::from(p.value().map_err(usage)?);
+                let format = Format::from_path(&path).map_err(|e| Fail::Usage(e.to_string()))?;
+                a.outputs.push((path, format));
+            }
+            Value(v) => {
+                a.command.push(v);
+                a.command.extend(p.raw_args().map_err(usage)?);
+            }
+            _ => return Err(usage(arg.unexpected())),
+        }
+    }
+    let targets =
+        usize::from(a.all) + usize::from(!a.pids.is_empty()) + usize::from(!a.command.is_empty());
+    if targets == 0 {
+        return Err(Fail::Usage(
+            "nothing to profile: give -a, -p PID,... or -- CMD ARGS...".into(),
+        ));
+    }
+    if targets > 1 {
+        return Err(Fail::Usage(
+            "give only one of -a, -p PID,... and -- CMD ARGS...".into(),
+        ));
+    }
+    if a.outputs.is_empty() {
+        return Err(Fail::Usage(
+            "no output: give -o FILE (.pb.gz, .pprof, .folded or .svg)".into(),
+        ));
+    }
+    Ok(Some(a))
+}
+
+/// `-g`: frame pointers, or (refused for now, after checking its size) DWARF unwinding.
+fn call_graph(v: &str) -> Result<(), Fail> {
+    if v == "fp" {
+        return Ok(());
+    }
+    let size = match v.strip_prefix("dwarf") {
+        Some("") => 8192,
+        Some(rest) => rest
+            .strip_prefix(',')
+            .and_then(|s| s.parse::<u32>().ok())
+            .ok_or_else(|| Fail::Usage(format!("-g {v}: use fp, dwarf or dwarf,SIZE")))?,
+        None => return Err(Fail::Usage(format!("-g {v}: use fp, dwarf or dwarf,SIZE"))),
+    };
+    if size == 0 || size % 8 != 0 || size > 65528 {
+        return Err(Fail::Usage(format!(
+            "-g {v}: the user stack size must be a multiple of 8 from 8 to 65528 (the kernel's limit)"
+        )));
+    }
+    Err(Fail::Usage(format!(
+        "-g {v}: DWARF unwinding of copied user stacks is not implemented yet; use -g fp \
+         (build the code with -fno-omit-frame-pointer)"
+    )))
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Usage(msg)) => {
+            eprintln!("profile: {msg}");
+            eprintln!("{}", USAGE.lines().next().unwrap_or_default());
+            eprintln!("Run 'profile --help' for the options.");
+            ExitCode::from(2)
+        }
+        Err(Fail::Error(msg)) => {
+            eprintln!("profile: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run() -> Result<(), Fail> {
+    let Some(a) = parse(std::env::args_os().skip(1))? else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let fail = |e: Error| Fail::Error(e.to_string());
+    // Refuse an unwritable output before the capture rather than after it.
+    for (path, _) in &a.outputs {
+        check_writable(path)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
+        .map_err(|e| Fail::Error(format!("cannot install the SIGINT handler: {e}")))?;
+
+    let target = if a.all {
+        Target::System
+    } else if !a.pids.is_empty() {
+        Target::Pids(a.pids.clone())
+    } else {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        Target::Command(cmd)
+    };
+    let mut opts = Options::default();
+    opts.frequency = a.frequency;
+    opts.symbolize = a.symbolize;
+    let mut p = Profiler::start(target, &opts).map_err(fail)?;
+    let (event, why) = p.event();
+    eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last_progress = started;
+    let mut progressed = false;
+    let mut status = None;
+    loop {
+        p.poll(Duration::from_millis(100)).map_err(fail)?;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if a.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let Some(child) = p.child_mut() {
+            match child.try_wait() {
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => return Err(Fail::Error(format!("waiting for the command: {e}"))),
+            }
+        }
+        if !a.pids.is_empty() && a.pids.iter().all(|&pid| !alive(pid)) {
+            break;
+        }
+        let every = if tty {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(5)
+        };
+        if last_progress.elapsed() >= every {
+            last_progress = Instant::now();
+            let s = p.stats();
+            let line = format!(
+                "profile: {:.0} s, {} samples, {} lost",
+                started.elapsed().as_secs_f64(),
+                s.samples,
+                s.lost_records + s.lost_samples
+            );
+            if tty {
+                eprint!("\r{line}");
+                progressed = true;
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    }
+    if progressed {
+        eprintln!();
+    }
+    let profile = p.finish().map_err(fail)?;
+    let s = &profile.info.stats;
+    eprintln!(
+        "profile: {} samples in {} stacks over {:.1} s; lost {} records and {} samples; throttled {} times",
+        s.samples,
+        profile.stacks().sampled().count(),
+        profile.info.duration.as_secs_f64(),
+        s.lost_records,
+        s.lost_samples,
+        s.throttled
+    );
+    for note in &profile.info.notes {
+        eprintln!("profile: note: {note}");
+    }
+    let mut failed = None;
+    for (path, _) in &a.outputs {
+        match profile.write_to_file(path) {
+            Ok(()) => eprintln!("profile: wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("profile: {e}");
+                failed = Some(e);
+            }
+        }
+    }
+    if let Some(st) = status.filter(|s| !s.success()) {
+        eprintln!("profile: the command ended with {st}");
+    }
+    let _ = std::io::stderr().flush();
+    match failed {
+        Some(e) => Err(fail(e)),
+        None => Ok(()),
+    }
+}
+
+/// Fails when a file cannot be created in `path`'s folder.
+fn check_writable(path: &std::path::Path) -> Result<(), Fail> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let probe = dir.join(format!(".profile-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(Fail::Error(format!("cannot write {}: {e}", path.display()))),
+    }
+}
+
+/// Whether the process runs (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X" | "x") | None)
+}

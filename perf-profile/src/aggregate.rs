@@ -1,0 +1,222 @@
+//! Aggregation: a stack table in which each stack is a node (frame, parent) of a prefix tree, with
+//! the samples and summed periods of the stacks that end there. Adding a sample is one lookup per
+//! frame; memory grows with the number of unique stacks, never with the number of samples.
+
+use std::collections::HashMap;
+
+use crate::maps::MappingId;
+
+/// A frame, as aggregated: an address and what it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Frame {
+    /// An address in a user-space mapping (an absolute address of that process).
+    User {
+        /// The mapping.
+        mapping: MappingId,
+        /// The address.
+        addr: u64,
+    },
+    /// A user-space address outside every known mapping.
+    Unmapped {
+        /// The address.
+        addr: u64,
+    },
+    /// A kernel address.
+    Kernel {
+        /// The address.
+        addr: u64,
+    },
+    /// The kernel's part of a stack when its addresses cannot be named (`kptr_restrict`).
+    KernelHidden,
+}
+
+/// Index of a frame in [`Stacks::frames`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameId(pub u32);
+
+/// Index of a stack (a node of the prefix tree) in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(pub u32);
+
+/// What was sampled in one stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Samples whose stack is exactly this one.
+    pub samples: u64,
+    /// The sum of their periods (nanoseconds for `cpu-clock`, cycles for `cycles`).
+    pub period: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    frame: FrameId,
+    parent: Option<StackId>,
+    counts: Counts,
+}
+
+/// The stack table: interned frames and the prefix tree of stacks.
+#[derive(Clone, Debug, Default)]
+pub struct Stacks {
+    frames: Vec<Frame>,
+    frame_index: HashMap<Frame, FrameId>,
+    nodes: Vec<Node>,
+    node_index: HashMap<(FrameId, Option<StackId>), StackId>,
+    total: Counts,
+}
+
+impl Stacks {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every frame seen, indexed by [`FrameId`].
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    /// Interns `frame`.
+    pub fn intern(&mut self, frame: Frame) -> FrameId {
+        if let Some(&id) = self.frame_index.get(&frame) {
+            return id;
+        }
+        let id = FrameId(self.frames.len() as u32);
+        self.frames.push(frame);
+        self.frame_index.insert(frame, id);
+        id
+    }
+
+    /// Adds one sample of `period` whose frames, from the root (outermost caller) to the leaf, are
+    /// `root_first`. Returns its stack, or `None` for an empty stack (not counted).
+    pub fn add(
+        &mut self,
+        root_first: impl IntoIterator<Item = Frame>,
+        period: u64,
+    ) -> Option<StackId> {
+        let mut parent = None;
+        for frame in root_first {
+            let frame = self.intern(frame);
+            let id = match self.node_index.get(&(frame, parent)) {
+                Some(&id) => id,
+                None => {
+                    let id = StackId(self.nodes.len() as u32);
+                    self.nodes.push(Node {
+                        frame,
+                        parent,
+                        counts: Counts::default(),
+                    });
+                    self.node_index.insert((frame, parent), id);
+                    id
+                }
+            };
+            parent = Some(id);
+        }
+        let id = parent?;
+        let counts = &mut self.nodes[id.0 as usize].counts;
+        counts.samples += 1;
+        counts.period = counts.period.saturating_add(period);
+        self.total.samples += 1;
+        self.total.period = self.total.period.saturating_add(period);
+        Some(id)
+    }
+
+    /// The number of unique stacks (nodes of the tree).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether no sample was added.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// All samples together.
+    pub fn total(&self) -> Counts {
+        self.total
+    }
+
+    /// The stacks that samples ended in, with their counts, in the order first seen.
+    pub fn sampled(&self) -> impl Iterator<Item = (StackId, Counts)> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.counts.samples > 0)
+            .map(|(i, n)| (StackId(i as u32), n.counts))
+    }
+
+    /// The frames of `stack`, leaf first.
+    pub fn frames_of(&self, stack: StackId) -> impl Iterator<Item = FrameId> + '_ {
+        let mut at = Some(stack);
+        std::iter::from_fn(move || {
+            let node = self.nodes.get(at?.0 as usize)?;
+            at = node.parent;
+            Some(node.frame)
+        })
+    }
+
+    /// The frame `id`.
+    pub fn frame(&self, id: FrameId) -> Option<Frame> {
+        self.frames.get(id.0 as usize).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(addr: u64) -> Frame {
+        Frame::Kernel { addr }
+    }
+
+    #[test]
+    fn identical_stacks_share_one_node_and_prefixes_share_parents() {
+        let mut s = Stacks::new();
+        let a = s.add([k(1), k(2), k(3)], 10).unwrap();
+        let b = s.add([k(1), k(2), k(3)], 5).unwrap();
+        let c = s.add([k(1), k(2), k(4)], 7).unwrap();
+        let d = s.add([k(1), k(2)], 1).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // 1 -> 2 -> {3, 4}: four nodes for four samples of three stacks.
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.frames().len(), 4);
+        let sampled: Vec<_> = s.sampled().collect();
+        assert_eq!(sampled.len(), 3);
+        assert!(sampled.contains(&(
+            a,
+            Counts {
+                samples: 2,
+                period: 15
+            }
+        )));
+        assert!(sampled.contains(&(
+            d,
+            Counts {
+                samples: 1,
+                period: 1
+            }
+        )));
+        assert_eq!(
+            s.total(),
+            Counts {
+                samples: 4,
+                period: 23
+            }
+        );
+        let leaf_first: Vec<Frame> = s.frames_of(c).map(|f| s.frame(f).unwrap()).collect();
+        assert_eq!(leaf_first, [k(4), k(2), k(1)]);
+        assert_eq!(s.frames_of(d).count(), 2);
+        assert!(s.add([], 3).is_none());
+        assert_eq!(s.total().samples, 4);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_unique_stacks() {
+        let mut s = Stacks::new();
+        for i in 0..100_000u64 {
+            s.add([k(1), k(2 + i % 3)], 1);
+        }
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.total().samples, 100_000);
+    }
+}

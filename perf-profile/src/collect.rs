@@ -1,0 +1,605 @@
+//! Collection: sampling a command, a set of processes, this process or the whole system, and
+//! feeding the records through the pipeline (address spaces, unwinding, aggregation).
+//!
+//! The events are opened once per online CPU (an inherited event cannot be mapped with `cpu = -1`),
+//! each CPU's counters writing into one ring; the rings are read in time order with perf-event's
+//! [`MergedIter`], so that a mapping is known before the samples that land in it.
+//!
+//! - A **command** is handled as `perf record` does, without unsafe code: the counters are opened
+//!   on the calling thread, disabled, with `inherit` and `enable_on_exec`, right before the command
+//!   is spawned. The child's inherited copies start at its `exec`; the calling thread's never run.
+//! - **Pids**: every thread of each process, with `inherit` so that later threads and children
+//!   are followed.
+//! - **The system**: every task on every CPU (root, or `perf_event_paranoid` ≤ 0).
+//!
+//! The event is `cycles` where a hardware PMU exists, else `cpu-clock` (a VM, a container);
+//! [`Profile::info`](crate::Profile::info) says which and why. Side-band records: MMAP2 (with
+//! build ids on Linux 5.12+), COMM (exec), FORK and EXIT, with `sample_id_all`. LOST and THROTTLE
+//! records are counted into [`Stats`].
+
+use std::fs;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant, SystemTime};
+
+use perf_event::config::{
+    online_cpus, CallChain as KernelCallChain, Cpu, Inherit, OnExecve, Opts, Proc, SampleOn,
+    UseBuildId,
+};
+use perf_event::count::Counter;
+use perf_event::event::hw::Hardware;
+use perf_event::event::sw::Software;
+use perf_event::event::Event;
+use perf_event::sample::record::{Info as MmapInfo, Priv, Record};
+use perf_event::sample::{MergedIter, Sampler};
+
+use crate::aggregate::{Frame, Stacks};
+use crate::error::{Error, Result};
+use crate::maps::{AddressSpaces, KernelSymbols};
+use crate::profile::{Info, Profile, Stats};
+use crate::symbolize::{Mode, Symbols};
+use crate::unwind::{self, Context, RawFrame};
+
+/// What to profile.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Target {
+    /// A command, spawned by [`Profiler::start`], and its children.
+    Command(Command),
+    /// These running processes (every thread), and the threads and children they create.
+    Pids(Vec<u32>),
+    /// The calling process: every thread it has now, and those they create. Signal-free
+    /// self-profiling: the kernel takes the samples; nothing runs in the profiled threads.
+    ThisProcess,
+    /// Every task on every CPU.
+    System,
+}
+
+/// How call chains are taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallGraph {
+    /// The kernel walks frame pointers at each sample (`PERF_SAMPLE_CALLCHAIN`), user and
+    /// kernel frames. Code built without frame pointers shows truncated stacks.
+    #[default]
+    #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
+    FramePointer,
+}
+
+/// Capture options.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Options {
+    /// Samples per second per CPU (default 99, prime to the usual timer ticks).
+    pub frequency: u64,
+    /// How call chains are taken.
+    pub call_graph: CallGraph,
+    /// How frames are named.
+    pub symbolize: Mode,
+    /// Each CPU's ring holds 2^`ring_pages_exp` pages (default 6: 256 KiB with 4 KiB pages).
+    pub ring_pages_exp: u8,
+    /// Sample the kernel too (default). Where that is not permitted the capture falls back to user
+    /// space and says so in the profile's notes.
+    pub kernel: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            frequency: 99,
+            call_graph: CallGraph::FramePointer,
+            symbolize: Mode::Local,
+            ring_pages_exp: 6,
+            kernel: true,
+        }
+    }
+}
+
+/// The kernel's per-CPU sample rate limit is `kernel.perf_event_max_sample_rate` (100000 by default).
+const MAX_FREQUENCY: u64 = 100_000;
+
+/// A running capture: start it, [`poll`](Self::poll) it (or let a thread do so), take the
+/// [`profile`](Self::profile) so far at any time, [`finish`](Self::finish) it.
+///
+/// ```no_run
+/// use std::process::Command;
+/// use std::time::Duration;
+/// use perf_profile::{Options, Profiler, Target};
+///
+/// let mut cmd = Command::new("sleep");
+/// cmd.arg("1");
+/// let mut p = Profiler::start(Target::Command(cmd), &Options::default())?;
+/// while p.child_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None))) {
+///     p.poll(Duration::from_millis(100))?;
+/// }
+/// let profile = p.finish()?;
+/// profile.write_to_file("cpu.pb.gz".as_ref())?;
+/// # Ok::<(), perf_profile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Profiler {
+    source: Source,
+    pipe: Pipeline,
+}
+
+/// The counters and their rings.
+#[derive(Debug)]
+struct Source {
+    counters: Vec<Counter>,
+    /// One ring per CPU.
+    samplers: Vec<(u32, Sampler)>,
+    child: Option<Child>,
+    stopped: bool,
+}
+
+/// Records in, stacks out.
+#[derive(Debug)]
+struct Pipeline {
+    maps: AddressSpaces,
+    kernel: KernelSymbols,
+    stacks: Stacks,
+    symbols: Symbols,
+    stats: Stats,
+    info: Info,
+    started: Instant,
+    raw: Vec<RawFrame>,
+    frames: Vec<Frame>,
+}
+
+impl Profiler {
+    /// Opens the events for `target` and starts sampling (for a command: spawns it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for a frequency of 0 or above 100000; [`Error::NoSuchProcess`] for
+    /// a pid that does not exist; [`Error::Perf`] when the events cannot be opened (its message
+    /// names the `perf_event_paranoid` level and what would work, e.g. for the whole system
+    /// without privilege); [`Error::Spawn`] when the command cannot be run.
+    pub fn start(target: Target, opts: &Options) -> Result<Self> {
+        if opts.frequency == 0 || opts.frequency > MAX_FREQUENCY {
+            return Err(Error::InvalidOption(format!(
+                "a frequency of {} Hz: use 1 to {MAX_FREQUENCY} (the kernel's \
+                 perf_event_max_sample_rate caps it further)",
+                opts.frequency
+            )));
+        }
+        let start = SystemTime::now();
+        let mut maps = AddressSpaces::new();
+        let (tasks, mode) = match &target {
+            Target::Command(_) => (vec![Some(Proc::CURRENT)], Mode_::Command),
+            Target::System => (vec![None], Mode_::System),
+            Target::Pids(pids) => (threads_of(pids)?, Mode_::Tasks),
+            Target::ThisProcess => (threads_of(&[std::process::id()])?, Mode_::Tasks),
+        };
+        if let Target::Pids(pids) = &target {
+            for &pid in pids {
+                maps.seed_from_proc(pid);
+            }
+        }
+        if let Target::ThisProcess = &target {
+            maps.seed_from_proc(std::process::id());
+        }
+        let cpus = online_cpus()?;
+        let mut notes = Vec::new();
+        let opened = open(&tasks, &cpus, mode, opts, &mut notes)?;
+        let kernel = if opened.kernel {
+            let k = KernelSymbols::load();
+            if let Some(why) = k.hidden() {
+                notes.push(why.to_owned());
+            }
+            k
+        } else {
+            KernelSymbols::default()
+        };
+        let mut source = Source {
+            counters: opened.counters,
+            samplers: opened.samplers,
+            child: None,
+            stopped: false,
+        };
+        match target {
+            Target::Command(mut cmd) => {
+                let child = cmd.spawn().map_err(|e| Error::Spawn {
+                    command: cmd.get_program().to_string_lossy().into_owned(),
+                    source: e,
+                })?;
+                source.child = Some(child);
+            }
+            _ => {
+                for c in &source.counters {
+                    c.enable()?;
+                }
+            }
+        }
+        Ok(Self {
+            source,
+            pipe: Pipeline {
+                maps,
+                kernel,
+                stacks: Stacks::new(),
+                symbols: Symbols::new(opts.symbolize),
+                stats: Stats::default(),
+                info: Info {
+                    event: opened.event.into(),
+                    event_reason: opened.event_reason,
+                    frequency: opts.frequency,
+                    start,
+                    duration: Duration::ZERO,
+                    stats: Stats::default(),
+                    notes,
+                    symbolize: opts.symbolize,
+                },
+                started: Instant::now(),
+                raw: Vec::new(),
+                frames: Vec::new(),
+            },
+        })
+    }
+
+    /// The command being profiled ([`Target::Command`]), to wait for or signal.
+    pub fn child_mut(&mut self) -> Option<&mut Child> {
+        self.source.child.as_mut()
+    }
+
+    /// Waits up to `timeout` for records, then aggregates every record in the rings. Returns how
+    /// many records were read.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` leaves room for rings that fail for good.
+    pub fn poll(&mut self, timeout: Duration) -> Result<usize> {
+        let mut merged = MergedIter::new(self.source.samplers.iter().map(|(c, s)| (*c, s.iter())));
+        let mut n = 0;
+        if let Some((_, cpumode, record)) = merged.next_timeout(timeout) {
+            self.pipe.handle(cpumode, record);
+            n += 1;
+        }
+        for (_, cpumode, record) in merged.by_ref() {
+            self.pipe.handle(cpumode, record);
+            n += 1;
+        }
+        self.pipe.stats.late += merged.late();
+        Ok(n)
+    }
+
+    /// What was counted so far.
+    pub fn stats(&self) -> &Stats {
+        &self.pipe.stats
+    }
+
+    /// The event sampled (`cycles` or `cpu-clock`) and why.
+    pub fn event(&self) -> (&str, &str) {
+        (&self.pipe.info.event, &self.pipe.info.event_reason)
+    }
+
+    /// The profile so far, symbolized (frames not seen before are resolved now, once), without
+    /// stopping the capture. Records still in the rings are not in it: [`poll`](Self::poll) first.
+    pub fn profile(&mut self) -> Profile {
+        self.pipe.snapshot()
+    }
+
+    /// Stops sampling and reads what is left in the rings. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Perf`] when a counter cannot be disabled.
+    pub fn stop(&mut self) -> Result<()> {
+        if self.source.stopped {
+            return Ok(());
+        }
+        self.source.stopped = true;
+        for c in &self.source.counters {
+            c.disable()?;
+        }
+        while self.poll(Duration::ZERO)? > 0 {}
+        // The kernel's own count of lost records (it writes its last LOST record only once a
+        // later record fits), where it has it.
+        let mut lost = 0u64;
+        for (_, s) in &self.source.samplers {
+            let l = s.lost()?;
+            lost += l.lost_records.max(l.format_lost.unwrap_or(0));
+        }
+        self.pipe.stats.lost_records = self.pipe.stats.lost_records.max(lost);
+        Ok(())
+    }
+
+    /// Stops sampling and returns the final profile.
+    ///
+    /// # Errors
+    ///
+    /// As [`stop`](Self::stop).
+    pub fn finish(mut self) -> Result<Profile> {
+        self.stop()?;
+        Ok(self.pipe.snapshot())
+    }
+}
+
+impl Pipeline {
+    fn snapshot(&mut self) -> Profile {
+        self.symbols
+            .resolve(self.stacks.frames(), &self.maps, &self.kernel);
+        let lines = self
+            .stacks
+            .frames()
+            .iter()
+            .map(|f| self.symbols.lines(f).to_vec())
+            .collect();
+        let mut info = self.info.clone();
+        info.duration = self.started.elapsed();
+        info.stats = self.stats.clone();
+        for f in self.symbols.changed_files() {
+            info.notes.push(format!(
+                "{f} was rebuilt since it was mapped (its build id differs): its frames are not named"
+            ));
+        }
+        if self.maps.unseeded() > 0 {
+            info.notes.push(format!(
+                "{} processes had exited before their mappings could be read: their frames are addresses",
+                self.maps.unseeded()
+            ));
+        }
+        Profile {
+            stacks: self.stacks.clone(),
+            mappings: self.maps.mappings().to_vec(),
+            lines,
+            info,
+        }
+    }
+
+    fn handle(&mut self, cpumode: Priv, record: Record) {
+        match record {
+            Record::Sample(s) => {
+                let pid = s.record_id.task.map_or(0, |t| t.pid);
+                self.raw.clear();
+                unwind::frames_from_call_chain(
+                    s.call_chain.as_deref(),
+                    s.code_addr.map(|(ip, _)| ip),
+                    cpumode == Priv::Kernel,
+                    &mut self.raw,
+                );
+                if self.raw.is_empty() {
+                    self.stats.empty += 1;
+                    return;
+                }
+                if pid != 0
+                    && !self.maps.knows(pid)
+                    && self.raw.iter().any(|f| f.context == Context::User)
+                {
+                    self.maps.seed_from_proc(pid);
+                }
+                self.frames.clear();
+                for f in &self.raw {
+                    let frame = match f.context {
+                        Context::Kernel if self.kernel.hidden().is_some() => {
+                            if self.frames.last() == Some(&Frame::KernelHidden) {
+                                continue;
+                            }
+                            Frame::KernelHidden
+                        }
+                        Context::Kernel => Frame::Kernel { addr: f.addr },
+                        Context::User => match self.maps.find(pid, f.addr) {
+                            Some(mapping) => Frame::User {
+                                mapping,
+                                addr: f.addr,
+                            },
+                            None => Frame::Unmapped { addr: f.addr },
+                        },
+                    };
+                    self.frames.push(frame);
+                }
+                self.stacks
+                    .add(self.frames.iter().rev().copied(), s.period.unwrap_or(1));
+                self.stats.samples += 1;
+            }
+            Record::Mmap(m) => {
+                if !m.executable {
+                    return;
+                }
+                let pid = m.task.pid;
+                if !self.maps.knows(pid) {
+                    self.maps.seed_from_proc(pid);
+                }
+                let build_id = match m.ext.map(|e| e.info) {
+                    Some(MmapInfo::BuildId(id)) => Some(id),
+                    _ => None,
+                };
+                let path = m.file.to_string_lossy();
+                self.maps
+                    .mmap(pid, m.addr, m.len, m.page_offset, &path, build_id);
+            }
+            Record::Comm(c) if c.by_execve => self.maps.exec(c.task.pid),
+            Record::Fork(f) if f.task.pid != f.parent_task.pid => {
+                if !self.maps.knows(f.parent_task.pid) {
+                    self.maps.seed_from_proc(f.parent_task.pid);
+                }
+                self.maps.fork(f.parent_task.pid, f.task.pid);
+            }
+            Record::Exit(e) if e.task.pid == e.task.tid => self.maps.exit(e.task.pid),
+            Record::LostRecords(l) => self.stats.lost_records += l.lost_records,
+            Record::LostSamples(l) => self.stats.lost_samples += l.lost_samples,
+            Record::Throttle(_) => self.stats.throttled += 1,
+            _ => {}
+        }
+    }
+}
+
+/// What the counters are opened on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode_ {
+    /// This thread, inherited by the command it spawns, enabled at its exec.
+    Command,
+    /// Listed threads, inherited by their new threads and children.
+    Tasks,
+    /// Every task.
+    System,
+}
+
+/// The threads of each process, as `Proc` targets.
+fn threads_of(pids: &[u32]) -> Result<Vec<Option<Proc>>> {
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return Err(Error::NoSuchProcess { pid });
+        };
+        let before = out.len();
+        for e in dir.flatten() {
+            if let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                out.push(Some(Proc(tid)));
+            }
+        }
+        if out.len() == before {
+            return Err(Error::NoSuchProcess { pid });
+        }
+    }
+    Ok(out)
+}
+
+struct Opened {
+    counters: Vec<Counter>,
+    samplers: Vec<(u32, Sampler)>,
+    event: &'static str,
+    event_reason: String,
+    kernel: bool,
+}
+
+/// Opens the sampling counters, falling back as perf does: `cycles` to `cpu-clock` without a
+/// hardware PMU, user space only when the kernel may not be sampled, MMAP2 without build ids
+/// before Linux 5.12.
+fn open(
+    tasks: &[Option<Proc>],
+    cpus: &[u32],
+    mode: Mode_,
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Opened> {
+    let mut event: (&'static str, Event) = ("cycles", Hardware::CpuCycle.into());
+    let mut event_reason = "a hardware PMU counts cycles here".to_owned();
+    let mut o = base_opts(mode, opts);
+    loop {
+        match open_on(&event.1, tasks, cpus, mode, &o, opts.ring_pages_exp) {
+            Ok((counters, samplers)) => {
+                return Ok(Opened {
+                    counters,
+                    samplers,
+                    event: event.0,
+                    event_reason,
+                    kernel: !o.exclude.kernel,
+                })
+            }
+            Err(perf_event::Error::NotSupported { detail, .. }) if event.0 == "cycles" => {
+                event = ("cpu-clock", Software::CpuClock.into());
+                event_reason = format!("no hardware PMU: cycles is not supported here ({detail})");
+            }
+            Err(perf_event::Error::Permission { paranoid, .. }) if !o.exclude.kernel => {
+                notes.push(format!(
+                    "user space only: sampling the kernel is not permitted (perf_event_paranoid is \
+                     {}); `sysctl kernel.perf_event_paranoid=1` or CAP_PERFMON allows it",
+                    paranoid.map_or("unreadable".into(), |p| p.to_string())
+                ));
+                o.exclude.kernel = true;
+                o.exclude.hv = true;
+                if let Some(c) = o.sample_format.call_chain.as_mut() {
+                    c.exclude_kernel = true;
+                }
+            }
+            Err(
+                perf_event::Error::NotSupported { .. }
+                | perf_event::Error::KernelTooOld { .. }
+                | perf_event::Error::Io { .. },
+            ) if o.extra_record.mmap.ext == Some(UseBuildId(true)) => {
+                // Build ids in MMAP2 need Linux 5.12: read them from the files instead.
+                o.extra_record.mmap.ext = Some(UseBuildId(false));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn base_opts(mode: Mode_, opts: &Options) -> Opts {
+    let mut o = Opts {
+        sample_on: SampleOn::Freq(opts.frequency),
+        ..Opts::default()
+    };
+    o.exclude.kernel = !opts.kernel;
+    o.exclude.hv = true;
+    o.sample_format.code_addr = true;
+    o.sample_format.period = true;
+    match opts.call_graph {
+        CallGraph::FramePointer => {
+            o.sample_format.call_chain = Some(KernelCallChain {
+                exclude_user: false,
+                exclude_kernel: !opts.kernel,
+                defer_user: false,
+                max_stack_frames: 0,
+            });
+        }
+    }
+    // Several counters write into a CPU's ring: the id, task, time and CPU on every record.
+    o.record_id_format.identifier = true;
+    o.record_id_format.task = true;
+    o.record_id_format.time = true;
+    o.record_id_format.cpu = true;
+    o.record_id_all = true;
+    o.extra_record.task = true;
+    o.extra_record.comm = true;
+    o.extra_record.comm_exec = true;
+    o.extra_record.mmap.code = true;
+    o.extra_record.mmap.ext = Some(UseBuildId(true));
+    match mode {
+        Mode_::Command => {
+            o.inherit = Some(Inherit::NewChild);
+            o.on_execve = Some(OnExecve::Enable);
+        }
+        Mode_::Tasks => o.inherit = Some(Inherit::NewChild),
+        Mode_::System => {}
+    }
+    o
+}
+
+/// Every counter, and each CPU's ring.
+type Rings = (Vec<Counter>, Vec<(u32, Sampler)>);
+
+/// Per CPU, a counter for each task, all writing into the CPU's one ring.
+fn open_on(
+    event: &Event,
+    tasks: &[Option<Proc>],
+    cpus: &[u32],
+    mode: Mode_,
+    o: &Opts,
+    exp: u8,
+) -> perf_event::Result<Rings> {
+    let mut counters = Vec::new();
+    let mut samplers = Vec::new();
+    for &cpu in cpus {
+        let mut ring: Option<Sampler> = None;
+        let mut gone = None;
+        for &task in tasks {
+            let c = match task {
+                Some(p) => Counter::new(event.clone(), (p, Cpu(cpu)), o),
+                None => Counter::new(event.clone(), (Proc::ALL, Cpu(cpu)), o),
+            };
+            let c = match c {
+                Ok(c) => c,
+                // A thread that exited since it was listed.
+                Err(e @ perf_event::Error::NoSuchProcess { .. }) if mode == Mode_::Tasks => {
+                    gone = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match &ring {
+                Some(s) => s.attach(&c)?,
+                None => ring = Some(c.sampler(exp)?),
+            }
+            counters.push(c);
+        }
+        match ring {
+            Some(s) => samplers.push((cpu, s)),
+            None => {
+                if let Some(e) = gone {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok((counters, samplers))
+}

@@ -1,0 +1,181 @@
+//! Targets other than a plain command: this process (the library API, signal-free
+//! self-profiling, a snapshot without stopping), running pids, and a command that execs another
+//! program (its address space replaced mid-capture). Each decides at run time whether it may
+//! sample and says why it skips.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use perf_profile::{Options, Profiler, Target};
+use tests::{require, Skip};
+
+fn may_sample() -> bool {
+    tests::is_root() || tests::paranoid() <= 1
+}
+
+/// Spins for `d` with its time in its own instructions (xorshift, no calls in the inner loop even
+/// in a debug build), so that the sampled address names it whatever the frame pointers.
+#[inline(never)]
+fn spin_in_profile_self_test(d: Duration) -> u64 {
+    let end = Instant::now() + d;
+    let mut x = 1u64;
+    while Instant::now() < end {
+        let mut i = 0u32;
+        while i < 100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            i += 1;
+        }
+    }
+    x
+}
+
+#[test]
+fn this_process_is_profiled_and_a_snapshot_does_not_stop_it() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    let mut opts = Options::default();
+    opts.frequency = 499;
+    let mut p = Profiler::start(Target::ThisProcess, &opts).unwrap();
+    spin_in_profile_self_test(Duration::from_millis(400));
+    p.poll(Duration::ZERO).unwrap();
+    let first = p.profile();
+    assert!(
+        first.info.stats.samples > 0,
+        "no samples in the first snapshot"
+    );
+    spin_in_profile_self_test(Duration::from_millis(400));
+    let last = p.finish().unwrap();
+    assert!(
+        last.info.stats.samples > first.info.stats.samples,
+        "sampling went on after the snapshot: {} then {}",
+        first.info.stats.samples,
+        last.info.stats.samples
+    );
+    let folded = last.folded();
+    let spin: u64 = folded
+        .iter()
+        .filter(|(s, _)| s.contains("spin_in_profile_self_test"))
+        .map(|(_, n)| n)
+        .sum();
+    let total: u64 = folded.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, last.info.stats.samples);
+    // Every thread of this process is sampled, the other tests' too (they run in parallel): the
+    // spin loop has some of the samples, not all.
+    assert!(
+        spin >= 10,
+        "{spin} of {total} samples in the spin loop: {folded:#?}"
+    );
+}
+
+#[test]
+fn running_pids_are_profiled() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", "i=0; while :; do i=$((i+1)); done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the exec: maps read before it would describe the forked test binary.
+    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let me = std::env::current_exe().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while exe(child.id()) == me && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let mut opts = Options::default();
+    opts.frequency = 499;
+    let mut p = Profiler::start(Target::Pids(vec![child.id()]), &opts).unwrap();
+    let end = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < end {
+        p.poll(Duration::from_millis(50)).unwrap();
+    }
+    let profile = p.finish().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(profile.info.stats.samples > 20, "{:?}", profile.info.stats);
+    // The shell was running before the capture: its mappings came from /proc/PID/maps and name
+    // its frames (dash or bash, whichever sh is).
+    let folded = profile.folded();
+    let named = folded
+        .iter()
+        .filter(|(s, _)| !s.split(';').all(|f| f.starts_with("0x")))
+        .count();
+    assert!(named > 0, "{folded:#?}");
+    assert!(
+        profile.mappings().iter().any(|m| m.path.contains("sh")),
+        "no shell mapping: {:?}",
+        profile
+            .mappings()
+            .iter()
+            .map(|m| &m.path)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_command_that_execs_is_followed_into_the_new_program() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    let cc_ok = Command::new("cc")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    require!(cc_ok, Skip::Environment, "no C compiler (cc)");
+    let dir = std::env::temp_dir().join(format!("profile-test-exec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = dir.join("calls");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
+    let built = Command::new("cc")
+        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
+        .arg(&calls)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    // The shell runs a little, then replaces itself with the workload: its mappings must go and
+    // the workload's come, for the workload's frames to be named.
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec \"$0\" 0.5",
+    ])
+    .arg(&calls)
+    .stdout(Stdio::null());
+    let mut opts = Options::default();
+    opts.frequency = 499;
+    let mut p = Profiler::start(Target::Command(cmd), &opts).unwrap();
+    while p
+        .child_mut()
+        .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    {
+        p.poll(Duration::from_millis(50)).unwrap();
+    }
+    let profile = p.finish().unwrap();
+    let folded = profile.folded();
+    let count = |f: &str| -> u64 {
+        folded
+            .iter()
+            .filter(|(s, _)| s.split(';').any(|x| x == f))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert!(count("hot_a") > 50 && count("hot_b") > 20, "{folded:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
