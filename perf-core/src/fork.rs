@@ -268,31 +268,9 @@ impl<T: Default> Lock<T> {
                 .state
                 .compare_exchange_weak(0, mine, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => {
-                    return LockGuard {
-                        lock: self,
-                        _value: PhantomData,
-                    }
-                }
+                Ok(_) => return self.guard(),
                 Err(0) => continue, // spurious failure
-                Err(held) if held < mine => {
-                    // Generations only grow along a line of descent, so an older holder was a thread of
-                    // an ancestor process, not of this one.
-                    if self
-                        .state
-                        .compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        // SAFETY: we hold the lock now; the stranded holder's guard does not exist in this
-                        // process, so nobody else references the value. It may be half-updated, so it is
-                        // overwritten without being read or dropped.
-                        unsafe { self.value.get().write(T::default()) };
-                        return LockGuard {
-                            lock: self,
-                            _value: PhantomData,
-                        };
-                    }
-                }
+                Err(held) if self.take_over(held, mine) => return self.guard(),
                 Err(_) => {
                     spins = spins.saturating_add(1);
                     if spins < 64 {
@@ -307,37 +285,44 @@ impl<T: Default> Lock<T> {
         }
     }
 
+    /// The guard of a lock just taken.
+    fn guard(&self) -> LockGuard<'_, T> {
+        LockGuard {
+            lock: self,
+            _value: PhantomData,
+        }
+    }
+
+    /// Takes the lock from a holder of an older generation than `mine` (stranded by `fork()`): whether
+    /// it did. Generations only grow along a line of descent, so an older holder was a thread of an
+    /// ancestor process, not of this one.
+    fn take_over(&self, held: u64, mine: u64) -> bool {
+        if held >= mine
+            || self
+                .state
+                .compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        // SAFETY: we hold the lock now; the stranded holder's guard does not exist in this process, so
+        // nobody else references the value. It may be half-updated, so it is overwritten without being
+        // read or dropped.
+        unsafe { self.value.get().write(T::default()) };
+        true
+    }
+
     /// Takes the lock if it is free (or stranded by `fork()`, as [`lock`](Self::lock) does); `None`
     /// while another thread of this process holds it.
     pub fn try_lock(&self) -> Option<LockGuard<'_, T>> {
         let mine = generation().wrapping_add(1);
-        loop {
-            match self
-                .state
-                .compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    return Some(LockGuard {
-                        lock: self,
-                        _value: PhantomData,
-                    })
-                }
-                Err(held) if held < mine => {
-                    if self
-                        .state
-                        .compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        // SAFETY: as in `lock`.
-                        unsafe { self.value.get().write(T::default()) };
-                        return Some(LockGuard {
-                            lock: self,
-                            _value: PhantomData,
-                        });
-                    }
-                }
-                Err(_) => return None,
-            }
+        match self
+            .state
+            .compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Some(self.guard()),
+            Err(held) if self.take_over(held, mine) => Some(self.guard()),
+            Err(_) => None,
         }
     }
 }

@@ -243,7 +243,9 @@ impl Ring<Data> {
     /// No other consumer of this fd's ring exists while the returned ring lives: no other [`Ring`] of the
     /// same event (the kernel attaches a second `mmap` of an fd, or of a duplicate, to the same ring), of an
     /// event whose output this fd was redirected to with `PERF_EVENT_IOC_SET_OUTPUT` (older kernels map the
-    /// target's ring then), and nothing else that reads the data area or stores `data_tail`.
+    /// target's ring then), and nothing else that reads the data area or stores `data_tail`, in this
+    /// process or any other that shares the fd (a fork child, a process it was sent to with `SCM_RIGHTS` or
+    /// taken from with `pidfd_getfd`, a program that inherited it across `exec`).
     ///
     /// # Errors
     ///
@@ -342,7 +344,8 @@ impl Ring<Data> {
     /// # Safety
     ///
     /// `fd` is the event this ring maps, and no other consumer of its AUX area exists while the returned
-    /// ring lives (the kernel attaches a second AUX mapping of the same ring to the same area).
+    /// ring lives, in any process (the kernel attaches a second AUX mapping of the same ring to the same
+    /// area).
     ///
     /// # Errors
     ///

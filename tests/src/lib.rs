@@ -295,3 +295,56 @@ pub fn in_own_process(test: &str, flag: &str) -> bool {
     );
     false
 }
+
+/// Forks; the child runs `f` with an `alarm` of `secs` seconds (a hang kills it with `SIGALRM`) and
+/// leaves with `_exit`: 0 when `f` returned `Ok`, 1 when it returned `Err` (the reason goes to fd 2
+/// without Rust's stderr lock, which a thread of the parent may have held), 2 when it panicked. Returns
+/// the child's pid, for [`wait_child`].
+///
+/// Call it only in a process that runs one test ([`in_own_process`]): the child has only the calling
+/// thread, and must not need a lock another thread of the parent held.
+pub fn fork_child(secs: u32, f: impl FnOnce() -> Result<(), String>) -> libc::pid_t {
+    // SAFETY: the caller runs one test in this process (see above); the child only runs `f` and leaves
+    // with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed: {}", std::io::Error::last_os_error());
+    if pid != 0 {
+        return pid;
+    }
+    // SAFETY: arms SIGALRM (default action: terminate) for this child only.
+    unsafe { libc::alarm(secs) };
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(why)) => {
+            let text = format!("child: {why}\n");
+            // SAFETY: writes `text.len()` readable bytes to fd 2; a failed write only loses the text.
+            let _ = unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+            1
+        }
+        Err(_) => 2,
+    };
+    // SAFETY: ends the child at once, without running the parent's destructors.
+    unsafe { libc::_exit(code) }
+}
+
+/// Waits for a child made by [`fork_child`] (`block`: or only looks, `None` while it runs): `Ok` when
+/// it exited 0, else what happened to it.
+pub fn wait_child(pid: libc::pid_t, block: bool) -> Option<Result<(), String>> {
+    let mut status = 0;
+    let flags = if block { 0 } else { libc::WNOHANG };
+    // SAFETY: waits for our own child; `status` is a valid out-pointer.
+    let done = unsafe { libc::waitpid(pid, &mut status, flags) };
+    assert!(done >= 0, "waitpid: {}", std::io::Error::last_os_error());
+    if done == 0 {
+        return None;
+    }
+    Some(
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            Ok(())
+        } else if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM {
+            Err("the child hung (killed by its alarm)".into())
+        } else {
+            Err(format!("the child failed (wait status {status:#x})"))
+        },
+    )
+}

@@ -7,7 +7,6 @@
 //! hanging the suite.
 
 use std::os::fd::AsRawFd;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use perf_event::config::{Cpu, Opts, Proc, SampleOn};
 use perf_event::count::Counter;
 use perf_event::event::sw::Software;
 use perf_event::Error;
-use tests::{paranoid, require, Skip};
+use tests::{paranoid, Skip};
 
 /// Forks this many times per test, a little later into the hammer's loop each time.
 const FORKS: u32 = 25;
@@ -23,6 +22,19 @@ const FORKS: u32 = 25;
 /// Whether this process may sample its own threads (user space only at paranoid 2).
 fn may_sample() -> bool {
     paranoid() <= 2 || tests::is_root()
+}
+
+/// Whether to run the test's body here: `false` in libtest's process (after a skip, or after running
+/// the test again in a process of its own, which forks).
+fn run_here(test: &str, flag: &str) -> bool {
+    if !may_sample() {
+        tests::skip(
+            Skip::Privilege,
+            &format!("perf_event_paranoid {} > 2", paranoid()),
+        );
+        return false;
+    }
+    tests::in_own_process(test, flag)
 }
 
 /// Page faults of this process, sampled, user space only.
@@ -38,13 +50,6 @@ fn fault_counter() -> Counter {
     Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), sampling()).unwrap()
 }
 
-/// Writes `text` to stderr without Rust's stderr lock (a thread of the parent may have held it).
-fn say(text: &str) {
-    let bytes = text.as_bytes();
-    // SAFETY: writes `bytes.len()` readable bytes to fd 2; a short or failed write only loses the text.
-    let _ = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
-}
-
 /// Runs `hammer` in a loop on another thread while this thread forks [`FORKS`] times; each child runs
 /// `child` with a one-second alarm and must return `Ok` within it.
 fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>) {
@@ -58,34 +63,9 @@ fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>)
         });
         std::thread::sleep(Duration::from_millis(20));
         for i in 0..FORKS {
-            // SAFETY: this process runs one test (`in_own_process`); the child touches only perf-event
-            // (whose locks are the subject of the test), the allocator (glibc makes malloc fork-safe) and
-            // raw fd 2, and leaves with `_exit`.
-            let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
-            if pid == 0 {
-                // SAFETY: arms SIGALRM (default action: terminate) for this child only.
-                unsafe { libc::alarm(1) };
-                let code = match std::panic::catch_unwind(AssertUnwindSafe(&child)) {
-                    Ok(Ok(())) => 0,
-                    Ok(Err(why)) => {
-                        say(&format!("child: {why}\n"));
-                        1
-                    }
-                    Err(_) => 2,
-                };
-                // SAFETY: ends the child at once, without running the parent's destructors.
-                unsafe { libc::_exit(code) };
-            }
-            let mut status = 0;
-            // SAFETY: waits for the child made above; `status` is a valid out-pointer.
-            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM {
-                failures.push(format!(
-                    "fork {i}: the child hung (killed by its 1 s alarm)"
-                ));
-            } else if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-                failures.push(format!("fork {i}: the child failed ({status:#x})"));
+            let pid = tests::fork_child(1, &child);
+            if let Some(Err(e)) = tests::wait_child(pid, true) {
+                failures.push(format!("fork {i}: {e}"));
             }
             std::thread::sleep(Duration::from_micros(300 + 137 * u64::from(i)));
         }
@@ -133,16 +113,10 @@ fn own_sampler_works() -> Result<(), String> {
 
 #[test]
 fn a_fork_child_cannot_map_its_parents_event() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
     // Issue (soundness round 3): the safe mapping proved exclusivity with SET_OUTPUT(fd, -1), checked
     // only within the process; parent and child share the fd, both passed the check, and the kernel
     // attached the child's mapping to the parent's ring: two consumers of one tail.
-    if !tests::in_own_process(
+    if !run_here(
         "a_fork_child_cannot_map_its_parents_event",
         "PERF_TEST_FORK_MAP",
     ) {
@@ -152,41 +126,20 @@ fn a_fork_child_cannot_map_its_parents_event() {
     // No other thread (nothing a fork could strand): parent and child each map the one event and drop
     // the ring in a loop, as the issue's reproduction did, 10 times over.
     for round in 0..10 {
-        // SAFETY: this process runs one test on one thread (`in_own_process`); the child leaves with
-        // `_exit`.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            // SAFETY: arms SIGALRM (default action: terminate) for this child only.
-            unsafe { libc::alarm(1) };
-            let code = match child_cannot_map(&counter) {
-                Ok(()) => 0,
-                Err(why) => {
-                    say(&format!("child: {why}\n"));
-                    1
-                }
-            };
-            // SAFETY: ends the child at once, without running the parent's destructors.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
+        let pid = tests::fork_child(1, || child_cannot_map(&counter));
         let mut maps = 0;
-        loop {
+        let end = loop {
             if let Ok(sampler) = counter.sampler(1) {
                 maps += 1;
                 drop(sampler);
             }
-            // SAFETY: polls the child made above; `status` is a valid out-pointer.
-            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            assert!(done >= 0, "waitpid failed");
-            if done == pid {
-                break;
+            if let Some(end) = tests::wait_child(pid, false) {
+                break end;
             }
+        };
+        if let Err(e) = end {
+            panic!("round {round}: {e} while the parent mapped {maps} times");
         }
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "round {round}: the child failed ({status:#x}) while the parent mapped {maps} times"
-        );
     }
     // The parent's own counter is still its to map, and the message tells a child what to do.
     let sampler = counter.sampler(1).unwrap();
@@ -201,15 +154,9 @@ fn a_fork_child_cannot_map_its_parents_event() {
 
 #[test]
 fn a_fork_while_a_thread_maps_a_ring_leaves_no_lock_held() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
     // Issue (soundness round 3): a fork while a thread was inside the mapping's in-process lock left it
     // locked in the child, whose first `Counter::sampler` blocked forever (on the first fork, every run).
-    if !tests::in_own_process(
+    if !run_here(
         "a_fork_while_a_thread_maps_a_ring_leaves_no_lock_held",
         "PERF_TEST_FORK_EXCLUSIVE",
     ) {
@@ -226,15 +173,9 @@ fn a_fork_while_a_thread_maps_a_ring_leaves_no_lock_held() {
 
 #[test]
 fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
     // Issue (soundness round 3): the reactor's slot (held across its start and every registration) and
     // a sampler's waiters lock could be left held by a fork.
-    if !tests::in_own_process(
+    if !run_here(
         "a_fork_while_a_thread_registers_waiters_leaves_no_lock_held",
         "PERF_TEST_FORK_REACTOR",
     ) {
@@ -271,14 +212,8 @@ fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
 
 #[test]
 fn a_fork_while_a_thread_reads_or_pauses_a_sampler_leaves_no_lock_held() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
     // Issue (soundness round 3): a sampler's ring and holds locks could be left held by a fork.
-    if !tests::in_own_process(
+    if !run_here(
         "a_fork_while_a_thread_reads_or_pauses_a_sampler_leaves_no_lock_held",
         "PERF_TEST_FORK_SAMPLER",
     ) {

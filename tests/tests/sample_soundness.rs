@@ -397,29 +397,15 @@ fn a_fork_child_gets_a_reactor_of_its_own() {
     };
     // The parent's reactor starts and works.
     assert!(woken(&opts));
-    // SAFETY: this process runs only this test (see `in_own_process`), and its helper threads (the
-    // reactor, the finished producer) hold no lock the child needs; the child leaves with `_exit`.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        std::thread::spawn(|| {
-            std::thread::sleep(Duration::from_secs(10));
-            // SAFETY: ends the child at once.
-            unsafe { libc::_exit(3) };
-        });
-        let ok = std::panic::catch_unwind(|| woken(&opts)).unwrap_or(false);
-        // SAFETY: ends the child at once, without the parent's destructors.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    // The child gets a reactor of its own (within 10 s).
+    let pid = tests::fork_child(10, || {
+        woken(&opts)
+            .then_some(())
+            .ok_or_else(|| "the child's stream was never woken".to_string())
+    });
+    if let Some(Err(e)) = tests::wait_child(pid, true) {
+        panic!("{e}");
     }
-    let mut status = 0;
-    // SAFETY: waits for the child made above; `status` is a valid out-pointer.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status), "child died: {status:#x}");
-    assert_eq!(
-        libc::WEXITSTATUS(status),
-        0,
-        "the child's stream was never woken (3: timed out)"
-    );
 }
 
 #[test]
