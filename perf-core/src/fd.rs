@@ -23,8 +23,8 @@ use crate::fork;
 /// An open perf event whose fd perf-core knows the sharing of: opened by [`PerfFd::open`] in this process
 /// (or vouched for with [`PerfFd::from_owned`]), in a fork [`generation`](fork::generation) it records.
 ///
-/// Duplicates made with [`try_clone`](Self::try_clone) share that generation: they stay in this process, where
-/// mapping is serialised. A child made by `fork()` inherits the fd, but its copy of the `PerfFd` belongs to
+/// Duplicates made with [`try_clone`](Self::try_clone) share that generation: they stay in this process,
+/// where mapping is serialised. A child made by `fork()` inherits the fd, but its copy of the `PerfFd` belongs to
 /// the parent's generation, so the safe constructors refuse it.
 ///
 /// ```no_run

@@ -8,8 +8,8 @@
 //! that:
 //!
 //! - a fork *generation*, bumped in the child by a `pthread_atfork` handler: rings compare it with the
-//!   generation they were made in and refuse to work in a child ([`ErrorKind::ForkedChild`](crate::ErrorKind::ForkedChild)),
-//!   and the safe constructors map only a [`PerfFd`](crate::PerfFd) opened in the current generation
+//!   generation they were made in and refuse to work in a child
+//!   ([`ErrorKind::ForkedChild`](crate::ErrorKind::ForkedChild)), and the safe constructors map only a [`PerfFd`](crate::PerfFd) opened in the current generation
 //!   ([`ErrorKind::InheritedFd`](crate::ErrorKind::InheritedFd));
 //! - a registry of live perf mappings: the same child handler maps anonymous zeroed memory over each of
 //!   them (`MAP_FIXED`), so every pointer a ring or page view still holds points at memory the child owns,

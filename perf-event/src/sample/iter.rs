@@ -776,8 +776,8 @@ impl<'a> CowIter<'a> {
 
     /// The next record, lent until the next call: its bytes ([`RawRecord::as_raw`]) and its parse
     /// ([`RawRecord::parse`]); `None` when the ring is empty, another reader still holds it after
-    /// a wait of at most 10 ms for a turn, or the iterator ended (it does not wait for records). The lending form of [`next`](Self::next), with the names of
-    /// `perf-event-open` 0.7:
+    /// a wait of at most 10 ms for a turn, or the iterator ended (it does not wait for records).
+    /// The lending form of [`next`](Self::next), with the names of `perf-event-open` 0.7:
     ///
     /// ```no_run
     /// # use perf_event::config::{Cpu, Opts, Proc, SampleOn};

@@ -6,8 +6,8 @@
 //! so a second reader — another iterator, or a sampler method called from inside a
 //! [`CowIter`](super::CowIter) closure — is told the ring is busy instead of waiting for it (the `next`
 //! forms wait at most 10 ms for a turn first). Every lock of a sampler is a fork-safe
-//! [`perf_core::fork::Lock`], never held while user code runs. The mmap page is read through its own view ([`perf_core::MappedPage`]), so
-//! times and counts stay readable while an iterator holds the ring.
+//! [`perf_core::fork::Lock`], never held while user code runs. The mmap page is read through its own
+//! view ([`perf_core::MappedPage`]), so times and counts stay readable while an iterator holds the ring.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
