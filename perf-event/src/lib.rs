@@ -339,6 +339,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod compat;
 pub mod config;
 pub mod count;
 mod diagnose;

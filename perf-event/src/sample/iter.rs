@@ -980,3 +980,6 @@ mod tests {
         assert_eq!(kernel.published_tail(), 3 * 32);
     }
 }
+
+// perf-event-open 0.5's path for the async iterators: `sample::iter::{AsyncIter, AsyncCowIter}`.
+pub use super::asynk::{AsyncCowIter, AsyncIter};
