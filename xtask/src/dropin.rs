@@ -329,7 +329,7 @@ fn kind(item: &Value) -> &str {
         .map_or("", String::as_str)
 }
 
-fn inner<'a>(item: &'a Value) -> &'a Value {
+fn inner(item: &Value) -> &Value {
     &item["inner"][kind(item)]
 }
 
