@@ -1560,3 +1560,111 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A crate `c` with `pub mod m { pub struct S<'a>; impl S<'_> { fn bytes(&self) -> &[u8];
+    /// fn open(x: u8) -> io::Result<S<'static>> } }` and `impl Debug for S<'_>`, as rustdoc
+    /// JSON has it.
+    fn doc() -> Value {
+        let generic_a = serde_json::json!({"params": [{"name": "'a", "kind": {"lifetime": {"outlives": []}}}], "where_predicates": []});
+        let none = serde_json::json!({"params": [], "where_predicates": []});
+        let header = serde_json::json!({"is_const": false, "is_unsafe": false, "is_async": false, "abi": "Rust"});
+        let s_path = |lt: &str| serde_json::json!({"resolved_path": {"path": "S", "id": 2, "args": {"angle_bracketed": {"args": [{"lifetime": lt}], "constraints": []}}}});
+        serde_json::json!({
+            "root": 0,
+            "format_version": 57,
+            "index": {
+                "0": {"id": 0, "crate_id": 0, "name": "c", "visibility": "public", "attrs": [], "inner": {"module": {"items": [1]}}},
+                "1": {"id": 1, "crate_id": 0, "name": "m", "visibility": "public", "attrs": [], "inner": {"module": {"items": [2]}}},
+                "2": {"id": 2, "crate_id": 0, "name": "S", "visibility": "public", "attrs": [], "inner": {"struct": {"kind": {"plain": {"fields": [], "has_stripped_fields": true}}, "generics": generic_a, "impls": [3, 6]}}},
+                "3": {"id": 3, "crate_id": 0, "name": null, "visibility": "default", "attrs": [], "inner": {"impl": {
+                    "trait": null, "for": s_path("'_"), "items": [4, 5], "generics": none, "blanket_impl": null, "is_synthetic": false, "is_negative": false}}},
+                "4": {"id": 4, "crate_id": 0, "name": "bytes", "visibility": "public", "attrs": [], "inner": {"function": {
+                    "sig": {"inputs": [["self", {"borrowed_ref": {"lifetime": null, "is_mutable": false, "type": {"generic": "Self"}}}]],
+                            "output": {"borrowed_ref": {"lifetime": null, "is_mutable": false, "type": {"slice": {"primitive": "u8"}}}}},
+                    "generics": none, "header": header}}},
+                "5": {"id": 5, "crate_id": 0, "name": "open", "visibility": "public", "attrs": [], "inner": {"function": {
+                    "sig": {"inputs": [["x", {"primitive": "u8"}]],
+                            "output": {"resolved_path": {"path": "io::Result", "id": 9, "args": {"angle_bracketed": {"args": [{"type": s_path("'static")}], "constraints": []}}}}},
+                    "generics": none, "header": header}}},
+                "6": {"id": 6, "crate_id": 0, "name": null, "visibility": "default", "attrs": [], "inner": {"impl": {
+                    "trait": {"path": "Debug", "id": 8, "args": null}, "for": s_path("'_"), "items": [], "generics": none,
+                    "blanket_impl": null, "is_synthetic": false, "is_negative": false}}}
+            },
+            "paths": {
+                "2": {"crate_id": 0, "path": ["c", "m", "S"], "kind": "struct"},
+                "8": {"crate_id": 2, "path": ["core", "fmt", "Debug"], "kind": "trait"},
+                "9": {"crate_id": 1, "path": ["std", "io", "error", "Result"], "kind": "type_alias"}
+            }
+        })
+    }
+
+    fn items() -> Vec<Item> {
+        let d = doc();
+        Gen::new(&d).unwrap().run().unwrap()
+    }
+
+    fn check_of<'a>(items: &'a [Item], line: &str) -> &'a str {
+        let lines: Vec<&str> = items.iter().map(|i| i.line.as_str()).collect();
+        &items
+            .iter()
+            .find(|i| i.line == line)
+            .unwrap_or_else(|| panic!("no {line:?} in {lines:#?}"))
+            .check
+    }
+
+    #[test]
+    fn a_method_borrowing_self_names_its_lifetime() {
+        let items = items();
+        let check = check_of(&items, "fn m::S::bytes(&self) -> &[u8]");
+        assert!(
+            check.contains("fn _fn_#N<'s, 'i0>(this: &'s krate::m::S<'i0>) -> &'s [u8]"),
+            "{check}"
+        );
+        assert!(check.contains("krate::m::S::bytes(this)"), "{check}");
+    }
+
+    #[test]
+    fn an_io_result_is_checked_through_question_mark() {
+        let items = items();
+        let check = check_of(&items, "fn m::S::open(x: u8) -> io::Result<m::S<'static>>");
+        assert!(
+            check.contains("-> ::std::io::Result<krate::m::S<'static>>"),
+            "{check}"
+        );
+        assert!(
+            check.contains("::core::result::Result::Ok(krate::m::S::open(a0)?)"),
+            "{check}"
+        );
+    }
+
+    #[test]
+    fn a_trait_impl_over_an_anonymous_lifetime_is_checked_at_static() {
+        let items = items();
+        let check = check_of(&items, "impl Debug for m::S<'_>");
+        assert!(check.contains("ck::<krate::m::S<'static>>()"), "{check}");
+        assert!(
+            check.contains("X: ?::core::marker::Sized + ::core::fmt::Debug"),
+            "{check}"
+        );
+    }
+
+    #[test]
+    fn every_public_path_is_listed() {
+        let lines: Vec<String> = items().into_iter().map(|i| i.line).collect();
+        for want in ["mod m", "struct m::S"] {
+            assert!(lines.iter().any(|l| l == want), "{want} not in {lines:#?}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_external_path_is_an_error_naming_it() {
+        let mut d = doc();
+        d["paths"]["8"]["path"] = serde_json::json!(["core", "fmt", "private", "Debug"]);
+        let err = Gen::new(&d).unwrap().run().err().unwrap();
+        assert!(err.contains("core::fmt::private::Debug"), "{err}");
+    }
+}
