@@ -26,6 +26,8 @@
 //!
 //! A deliberate difference (0.5.1 accepts something ours refuses for soundness) is listed in
 //! [`DIFFERENCES`]: its check is still generated but commented out, with the reason beside it.
+//! `--audit` compiles those checks against `perf_event` and fails unless each one fails there (an
+//! entry that hides a passing check is too broad).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -50,7 +52,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
          in its config1 (0.5.1 only keeps it valid by demanding &'static CStr); ours converts a probe \
          into an Event, which owns the string: `Event::try_from(probe)`",
     ),
-    ("~for event::dp::DynamicPmu", "soundness: as `try_into_dp`; use `Event::try_from(probe)`"),
+    ("~probe> for event::dp::DynamicPmu", "soundness: as `try_into_dp`; use `Event::try_from(probe)`"),
     ("~<event::dp::DynamicPmu as TryFrom<event::dp::", "soundness: as `try_into_dp`"),
     (
         "~sample::record::UnsafeParser",
@@ -105,7 +107,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
          accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: \
          bits a newer kernel adds are never lost",
     ),
-    ("~sample::record::sample::DataSource", "as the Mem* types: `DataSource(pub u64)` with accessors"),
+    ("~field sample::record::sample::DataSource::", "as the Mem* types: `DataSource(pub u64)` with accessors"),
     (
         "~sample::record::sample::Branch",
         "branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; \
@@ -151,6 +153,11 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
          not cgroups",
     ),
     // Not yet in ours.
+    ("~UnwindSafe for sample::auxiliary::AuxTracer<", "not yet: as Sampler"),
+    ("~UnwindSafe for sample::auxiliary::iter::CowIter<", "not yet: as Sampler"),
+    ("~UnwindSafe for sample::auxiliary::iter::Iter<", "not yet: as Sampler"),
+    ("~UnwindSafe for sample::iter::CowIter<", "not yet: as Sampler"),
+    ("~UnwindSafe for sample::iter::Iter<", "not yet: as Sampler"),
     (
         "~sample::auxiliary::iter::Async",
         "not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)",
@@ -168,7 +175,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ),
     ("~sample::auxiliary::iter::CowIter::next<", "as `Iter::next`: `max_chunk_len: Option<u64>`"),
     (
-        "~UnwindSafe for sample::",
+        "~UnwindSafe for sample::Sampler ",
         "not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait \
          objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`",
     ),
@@ -178,9 +185,10 @@ fn out_dir() -> PathBuf {
     workspace_root().join("tests/tests/dropin_peo_0_5")
 }
 
-/// `cargo xtask dropin [--check] [--fetch]`.
+/// `cargo xtask dropin [--check] [--audit] [--fetch]`.
 pub fn main(args: &[String]) -> Result<(), String> {
     let check = args.iter().any(|a| a == "--check");
+    let audit_too = args.iter().any(|a| a == "--audit");
     let fetch = args.iter().any(|a| a == "--fetch");
     let json = rustdoc_json(fetch)?;
     let doc: Value = serde_json::from_str(&json).map_err(|e| format!("rustdoc JSON: {e}"))?;
@@ -189,7 +197,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let dir = out_dir();
     let files = [
         (dir.join("items.txt"), list),
-        (dir.join("checks.rs"), checks),
+        (dir.join("checks.rs"), checks.clone()),
     ];
     if check {
         let mut stale = Vec::new();
@@ -208,6 +216,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
             "dropin: {} items of perf-event-open {VERSION}, committed files are fresh",
             items.len()
         );
+    }
+    if audit_too {
+        audit(&checks)?;
+    }
+    if check || audit_too {
         return Ok(());
     }
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -216,6 +229,98 @@ pub fn main(args: &[String]) -> Result<(), String> {
         println!("wrote {}", path.display());
     }
     println!("dropin: {} items of perf-event-open {VERSION}", items.len());
+    Ok(())
+}
+
+/// `--audit`: every check kept out as a difference must really fail against `perf_event`, or its
+/// entry in [`DIFFERENCES`] is too broad. Compiles the checks with the differences put back, in a
+/// temporary test target of the `tests` crate, and maps the compiler's errors to items.
+fn audit(checks: &str) -> Result<(), String> {
+    let mut body = String::new();
+    let mut kept_out = Vec::new();
+    let mut current = "";
+    let mut in_difference = false;
+    for line in checks.lines() {
+        if line.starts_with("// DIFFERENCE:") {
+            in_difference = true;
+            kept_out.push(current.to_string());
+        } else if in_difference && line.starts_with("// ") {
+            body.push_str(&line[3..]);
+            body.push('\n');
+            continue;
+        } else {
+            in_difference = false;
+            if let Some(item) = line.strip_prefix("// ") {
+                current = item;
+            }
+        }
+        body.push_str(line);
+        body.push('\n');
+    }
+    let root = workspace_root();
+    let included = root.join("tests/tests/dropin_peo_0_5/audit.rs");
+    let harness = root.join("tests/tests/dropin_audit.rs");
+    fs::write(&included, &body).map_err(|e| e.to_string())?;
+    fs::write(
+        &harness,
+        "#[allow(dead_code, unused_variables, unused_imports, deprecated, clippy::all)]\nmod ours {\n    \
+         use ::perf_event as krate;\n    include!(\"dropin_peo_0_5/audit.rs\");\n}\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let out = crate::cargo()
+        .args([
+            "test",
+            "-p",
+            "tests",
+            "--test",
+            "dropin_audit",
+            "--no-run",
+            "--message-format",
+            "short",
+        ])
+        .output();
+    let _ = fs::remove_file(&harness);
+    let _ = fs::remove_file(&included);
+    let out = out.map_err(|e| format!("cargo test: {e}"))?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    // The item each line of audit.rs belongs to.
+    let mut owner = Vec::new();
+    let mut current = "";
+    for line in body.lines() {
+        if let Some(item) = line
+            .strip_prefix("// ")
+            .filter(|l| !l.starts_with("DIFFERENCE:"))
+        {
+            current = item;
+        }
+        owner.push(current);
+    }
+    let failing: BTreeSet<&str> = log
+        .lines()
+        .filter_map(|l| l.split("dropin_peo_0_5/audit.rs:").nth(1))
+        .filter_map(|rest| rest.split(':').next()?.parse::<usize>().ok())
+        .filter_map(|n| owner.get(n.wrapping_sub(1)).copied())
+        .collect();
+    let passing: Vec<&String> = kept_out
+        .iter()
+        .filter(|i| !failing.contains(i.as_str()))
+        .collect();
+    let unlisted: Vec<&&str> = failing
+        .iter()
+        .filter(|i| !kept_out.iter().any(|k| k == *i))
+        .collect();
+    if !unlisted.is_empty() {
+        return Err(format!(
+            "checks that fail but are not differences (fix perf_event first): {unlisted:#?}"
+        ));
+    }
+    if !passing.is_empty() {
+        return Err(format!("differences whose check compiles against perf_event (narrow DIFFERENCES): {passing:#?}"));
+    }
+    println!(
+        "dropin --audit: each of the {} checks kept out as a difference fails against perf_event",
+        kept_out.len()
+    );
     Ok(())
 }
 

@@ -15,7 +15,8 @@
 //! cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]
 //!                                            perf-core's parse paths of REV against the working tree, in
 //!                                            one process, as medians of paired ratios
-//! cargo xtask dropin [--check] [--fetch]     list perf-event-open 0.5.1's public API (rustdoc JSON, nightly)
+//! cargo xtask dropin [--check] [--audit] [--fetch]
+//!                                            list perf-event-open 0.5.1's public API (rustdoc JSON, nightly)
 //!                                            and regenerate the compile test that names it in perf_event
 //! ```
 //!
@@ -37,7 +38,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask dropin [--check] [--fetch]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask dropin [--check] [--audit] [--fetch]",
         SUITES.join(", ")
     );
     ExitCode::from(2)

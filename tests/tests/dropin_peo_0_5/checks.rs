@@ -1994,11 +1994,10 @@ fn _field_326(x: krate::sample::record::sample::Sample) -> ::core::option::Optio
 }
 
 // field sample::record::sample::Sample::data_source: Option<sample::record::sample::DataSource>
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _field_327(x: krate::sample::record::sample::Sample) -> ::core::option::Option<krate::sample::record::sample::DataSource> {
-//     let krate::sample::record::sample::Sample { data_source, .. } = x;
-//     data_source
-// }
+fn _field_327(x: krate::sample::record::sample::Sample) -> ::core::option::Option<krate::sample::record::sample::DataSource> {
+    let krate::sample::record::sample::Sample { data_source, .. } = x;
+    data_source
+}
 
 // field sample::record::sample::Sample::intr_regs: Option<(Vec<u64>, sample::record::sample::Abi)>
 fn _field_328(x: krate::sample::record::sample::Sample) -> ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)> {
@@ -2832,11 +2831,10 @@ fn _impl_462() {
 }
 
 // impl Clone for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_463() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_463() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Clone for event::dp::Kprobe
 fn _impl_464() {
@@ -3096,11 +3094,10 @@ fn _impl_501() {
 // }
 
 // impl Clone for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_506() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_506() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Clone for sample::record::sample::Entry
 fn _impl_507() {
@@ -3614,11 +3611,10 @@ fn _impl_589() {
 }
 
 // impl Debug for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_590() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_590() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Debug for event::dp::Kprobe
 fn _impl_591() {
@@ -3884,11 +3880,10 @@ fn _impl_629() {
 // }
 
 // impl Debug for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_634() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_634() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Debug for sample::record::sample::Entry
 fn _impl_635() {
@@ -4344,11 +4339,10 @@ fn _impl_708() {
 }
 
 // impl Eq for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_709() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_709() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Eq for event::dp::Kprobe
 fn _impl_710() {
@@ -4608,11 +4602,10 @@ fn _impl_747() {
 // }
 
 // impl Eq for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_752() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_752() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Eq for sample::record::sample::Entry
 fn _impl_753() {
@@ -5128,11 +5121,10 @@ fn _impl_836() {
 }
 
 // impl Hash for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_837() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_837() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Hash for event::dp::Kprobe
 fn _impl_838() {
@@ -5392,11 +5384,10 @@ fn _impl_875() {
 // }
 
 // impl Hash for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_880() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_880() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Hash for sample::record::sample::Entry
 fn _impl_881() {
@@ -5750,11 +5741,10 @@ fn _impl_937() {
 }
 
 // impl PartialEq for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_938() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_938() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl PartialEq for event::dp::Kprobe
 fn _impl_939() {
@@ -6014,11 +6004,10 @@ fn _impl_976() {
 // }
 
 // impl PartialEq for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_981() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_981() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl PartialEq for sample::record::sample::Entry
 fn _impl_982() {
@@ -6365,11 +6354,10 @@ fn _impl_1037() {
 }
 
 // impl RefUnwindSafe for event::dp::DynamicPmu (auto)
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1038() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1038() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl RefUnwindSafe for event::dp::Kprobe (auto)
 fn _impl_1039() {
@@ -6445,39 +6433,34 @@ fn _impl_1049() {
 // }
 
 // impl RefUnwindSafe for sample::record::Parser (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1051() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::Parser>();
-// }
+fn _impl_1051() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::Parser>();
+}
 
 // impl RefUnwindSafe for sample::record::Priv (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1052() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::Priv>();
-// }
+fn _impl_1052() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::Priv>();
+}
 
 // impl RefUnwindSafe for sample::record::Record (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1053() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::Record>();
-// }
+fn _impl_1053() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::Record>();
+}
 
 // impl RefUnwindSafe for sample::record::RecordId (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1054() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::RecordId>();
-// }
+fn _impl_1054() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::RecordId>();
+}
 
 // impl RefUnwindSafe for sample::record::Task (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1055() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::Task>();
-// }
+fn _impl_1055() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::Task>();
+}
 
 // impl RefUnwindSafe for sample::record::UnsafeParser (auto)
 // DIFFERENCE: soundness: ours has no `unsafe` (the crate forbids it) and no parser of unchecked bytes; `Sampler::parser()` is the bounds-checked `Parser`, and perf-core parses byte slices with checks (perf.data, saved rings)
@@ -6487,158 +6470,136 @@ fn _impl_1049() {
 // }
 
 // impl RefUnwindSafe for sample::record::auxiliary::Aux (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1057() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::auxiliary::Aux>();
-// }
+fn _impl_1057() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::auxiliary::Aux>();
+}
 
 // impl RefUnwindSafe for sample::record::auxiliary::AuxOutputHwId (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1058() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::auxiliary::AuxOutputHwId>();
-// }
+fn _impl_1058() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::auxiliary::AuxOutputHwId>();
+}
 
 // impl RefUnwindSafe for sample::record::bpf::BpfEvent (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1059() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::bpf::BpfEvent>();
-// }
+fn _impl_1059() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::bpf::BpfEvent>();
+}
 
 // impl RefUnwindSafe for sample::record::bpf::Type (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1060() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::bpf::Type>();
-// }
+fn _impl_1060() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::bpf::Type>();
+}
 
 // impl RefUnwindSafe for sample::record::call_chain::CallChainDeferred (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1061() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::call_chain::CallChainDeferred>();
-// }
+fn _impl_1061() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::call_chain::CallChainDeferred>();
+}
 
 // impl RefUnwindSafe for sample::record::cgroup::Cgroup (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1062() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::cgroup::Cgroup>();
-// }
+fn _impl_1062() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::cgroup::Cgroup>();
+}
 
 // impl RefUnwindSafe for sample::record::comm::Comm (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1063() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::comm::Comm>();
-// }
+fn _impl_1063() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::comm::Comm>();
+}
 
 // impl RefUnwindSafe for sample::record::ctx::CtxSwitch (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1064() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ctx::CtxSwitch>();
-// }
+fn _impl_1064() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ctx::CtxSwitch>();
+}
 
 // impl RefUnwindSafe for sample::record::ctx::Switch (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1065() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ctx::Switch>();
-// }
+fn _impl_1065() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ctx::Switch>();
+}
 
 // impl RefUnwindSafe for sample::record::itrace::ItraceStart (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1066() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::itrace::ItraceStart>();
-// }
+fn _impl_1066() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::itrace::ItraceStart>();
+}
 
 // impl RefUnwindSafe for sample::record::ksymbol::Ksymbol (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1067() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::Ksymbol>();
-// }
+fn _impl_1067() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::Ksymbol>();
+}
 
 // impl RefUnwindSafe for sample::record::ksymbol::State (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1068() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::State>();
-// }
+fn _impl_1068() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::State>();
+}
 
 // impl RefUnwindSafe for sample::record::ksymbol::Type (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1069() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::Type>();
-// }
+fn _impl_1069() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::Type>();
+}
 
 // impl RefUnwindSafe for sample::record::lost::LostRecords (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1070() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::lost::LostRecords>();
-// }
+fn _impl_1070() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::lost::LostRecords>();
+}
 
 // impl RefUnwindSafe for sample::record::lost::LostSamples (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1071() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::lost::LostSamples>();
-// }
+fn _impl_1071() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::lost::LostSamples>();
+}
 
 // impl RefUnwindSafe for sample::record::mmap::Ext (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1072() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Ext>();
-// }
+fn _impl_1072() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Ext>();
+}
 
 // impl RefUnwindSafe for sample::record::mmap::Info (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1073() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Info>();
-// }
+fn _impl_1073() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Info>();
+}
 
 // impl RefUnwindSafe for sample::record::mmap::Mmap (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1074() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Mmap>();
-// }
+fn _impl_1074() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Mmap>();
+}
 
 // impl RefUnwindSafe for sample::record::ns::LinkInfo (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1075() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ns::LinkInfo>();
-// }
+fn _impl_1075() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ns::LinkInfo>();
+}
 
 // impl RefUnwindSafe for sample::record::ns::Namespaces (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1076() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::ns::Namespaces>();
-// }
+fn _impl_1076() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::ns::Namespaces>();
+}
 
 // impl RefUnwindSafe for sample::record::read::Read (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1077() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::read::Read>();
-// }
+fn _impl_1077() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::read::Read>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Abi (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1078() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Abi>();
-// }
+fn _impl_1078() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Abi>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::BranchPriv (auto)
 // DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
@@ -6669,25 +6630,22 @@ fn _impl_1049() {
 // }
 
 // impl RefUnwindSafe for sample::record::sample::DataSource (auto)
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1083() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1083() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Entry (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1084() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Entry>();
-// }
+fn _impl_1084() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Entry>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Lbr (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1085() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Lbr>();
-// }
+fn _impl_1085() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Lbr>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemBlock (auto)
 // DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
@@ -6746,60 +6704,52 @@ fn _impl_1049() {
 // }
 
 // impl RefUnwindSafe for sample::record::sample::Sample (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1094() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Sample>();
-// }
+fn _impl_1094() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Sample>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Txn (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1095() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Txn>();
-// }
+fn _impl_1095() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Txn>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Weight (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1096() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Weight>();
-// }
+fn _impl_1096() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::Weight>();
+}
 
 // impl RefUnwindSafe for sample::record::task::Exit (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1097() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::task::Exit>();
-// }
+fn _impl_1097() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::task::Exit>();
+}
 
 // impl RefUnwindSafe for sample::record::task::Fork (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1098() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::task::Fork>();
-// }
+fn _impl_1098() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::task::Fork>();
+}
 
 // impl RefUnwindSafe for sample::record::text_poke::TextPoke (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1099() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::text_poke::TextPoke>();
-// }
+fn _impl_1099() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::text_poke::TextPoke>();
+}
 
 // impl RefUnwindSafe for sample::record::throttle::Throttle (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1100() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::throttle::Throttle>();
-// }
+fn _impl_1100() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::throttle::Throttle>();
+}
 
 // impl RefUnwindSafe for sample::record::throttle::Unthrottle (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1101() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::throttle::Unthrottle>();
-// }
+fn _impl_1101() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::throttle::Unthrottle>();
+}
 
 // impl Send for config::All (auto)
 fn _impl_1102() {
@@ -7036,11 +6986,10 @@ fn _impl_1140() {
 }
 
 // impl Send for event::dp::DynamicPmu (auto)
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1141() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1141() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Send for event::dp::Kprobe (auto)
 fn _impl_1142() {
@@ -7326,11 +7275,10 @@ fn _impl_1183() {
 // }
 
 // impl Send for sample::record::sample::DataSource (auto)
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1188() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1188() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Send for sample::record::sample::Entry (auto)
 fn _impl_1189() {
@@ -7665,11 +7613,10 @@ fn _impl_1242() {
 }
 
 // impl Serialize for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1243() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1243() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Serialize for event::hw::Hardware
 fn _impl_1244() {
@@ -7905,11 +7852,10 @@ fn _impl_1277() {
 // }
 
 // impl Serialize for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1282() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1282() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Serialize for sample::record::sample::Entry
 fn _impl_1283() {
@@ -8256,11 +8202,10 @@ fn _impl_1338() {
 }
 
 // impl Sync for event::dp::DynamicPmu (auto)
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1339() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1339() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Sync for event::dp::Kprobe (auto)
 fn _impl_1340() {
@@ -8540,11 +8485,10 @@ fn _impl_1380() {
 // }
 
 // impl Sync for sample::record::sample::DataSource (auto)
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1385() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1385() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Sync for sample::record::sample::Entry (auto)
 fn _impl_1386() {
@@ -9027,11 +8971,10 @@ fn _impl_1463() {
 }
 
 // impl Unpin for event::dp::DynamicPmu (auto)
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1464() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1464() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl Unpin for event::dp::Kprobe (auto)
 fn _impl_1465() {
@@ -9317,11 +9260,10 @@ fn _impl_1506() {
 // }
 
 // impl Unpin for sample::record::sample::DataSource (auto)
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1511() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1511() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl Unpin for sample::record::sample::Entry (auto)
 fn _impl_1512() {
@@ -9674,11 +9616,10 @@ fn _impl_1568() {
 }
 
 // impl UnwindSafe for event::dp::DynamicPmu (auto)
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1569() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1569() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl UnwindSafe for event::dp::Kprobe (auto)
 fn _impl_1570() {
@@ -9768,39 +9709,34 @@ fn _impl_1580() {
 // }
 
 // impl UnwindSafe for sample::record::Parser (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1584() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::Parser>();
-// }
+fn _impl_1584() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::Parser>();
+}
 
 // impl UnwindSafe for sample::record::Priv (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1585() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::Priv>();
-// }
+fn _impl_1585() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::Priv>();
+}
 
 // impl UnwindSafe for sample::record::Record (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1586() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::Record>();
-// }
+fn _impl_1586() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::Record>();
+}
 
 // impl UnwindSafe for sample::record::RecordId (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1587() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::RecordId>();
-// }
+fn _impl_1587() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::RecordId>();
+}
 
 // impl UnwindSafe for sample::record::Task (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1588() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::Task>();
-// }
+fn _impl_1588() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::Task>();
+}
 
 // impl UnwindSafe for sample::record::UnsafeParser (auto)
 // DIFFERENCE: soundness: ours has no `unsafe` (the crate forbids it) and no parser of unchecked bytes; `Sampler::parser()` is the bounds-checked `Parser`, and perf-core parses byte slices with checks (perf.data, saved rings)
@@ -9810,158 +9746,136 @@ fn _impl_1580() {
 // }
 
 // impl UnwindSafe for sample::record::auxiliary::Aux (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1590() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::auxiliary::Aux>();
-// }
+fn _impl_1590() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::auxiliary::Aux>();
+}
 
 // impl UnwindSafe for sample::record::auxiliary::AuxOutputHwId (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1591() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::auxiliary::AuxOutputHwId>();
-// }
+fn _impl_1591() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::auxiliary::AuxOutputHwId>();
+}
 
 // impl UnwindSafe for sample::record::bpf::BpfEvent (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1592() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::bpf::BpfEvent>();
-// }
+fn _impl_1592() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::bpf::BpfEvent>();
+}
 
 // impl UnwindSafe for sample::record::bpf::Type (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1593() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::bpf::Type>();
-// }
+fn _impl_1593() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::bpf::Type>();
+}
 
 // impl UnwindSafe for sample::record::call_chain::CallChainDeferred (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1594() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::call_chain::CallChainDeferred>();
-// }
+fn _impl_1594() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::call_chain::CallChainDeferred>();
+}
 
 // impl UnwindSafe for sample::record::cgroup::Cgroup (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1595() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::cgroup::Cgroup>();
-// }
+fn _impl_1595() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::cgroup::Cgroup>();
+}
 
 // impl UnwindSafe for sample::record::comm::Comm (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1596() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::comm::Comm>();
-// }
+fn _impl_1596() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::comm::Comm>();
+}
 
 // impl UnwindSafe for sample::record::ctx::CtxSwitch (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1597() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ctx::CtxSwitch>();
-// }
+fn _impl_1597() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ctx::CtxSwitch>();
+}
 
 // impl UnwindSafe for sample::record::ctx::Switch (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1598() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ctx::Switch>();
-// }
+fn _impl_1598() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ctx::Switch>();
+}
 
 // impl UnwindSafe for sample::record::itrace::ItraceStart (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1599() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::itrace::ItraceStart>();
-// }
+fn _impl_1599() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::itrace::ItraceStart>();
+}
 
 // impl UnwindSafe for sample::record::ksymbol::Ksymbol (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1600() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::Ksymbol>();
-// }
+fn _impl_1600() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::Ksymbol>();
+}
 
 // impl UnwindSafe for sample::record::ksymbol::State (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1601() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::State>();
-// }
+fn _impl_1601() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::State>();
+}
 
 // impl UnwindSafe for sample::record::ksymbol::Type (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1602() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ksymbol::Type>();
-// }
+fn _impl_1602() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ksymbol::Type>();
+}
 
 // impl UnwindSafe for sample::record::lost::LostRecords (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1603() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::lost::LostRecords>();
-// }
+fn _impl_1603() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::lost::LostRecords>();
+}
 
 // impl UnwindSafe for sample::record::lost::LostSamples (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1604() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::lost::LostSamples>();
-// }
+fn _impl_1604() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::lost::LostSamples>();
+}
 
 // impl UnwindSafe for sample::record::mmap::Ext (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1605() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Ext>();
-// }
+fn _impl_1605() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Ext>();
+}
 
 // impl UnwindSafe for sample::record::mmap::Info (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1606() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Info>();
-// }
+fn _impl_1606() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Info>();
+}
 
 // impl UnwindSafe for sample::record::mmap::Mmap (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1607() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::mmap::Mmap>();
-// }
+fn _impl_1607() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::mmap::Mmap>();
+}
 
 // impl UnwindSafe for sample::record::ns::LinkInfo (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1608() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ns::LinkInfo>();
-// }
+fn _impl_1608() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ns::LinkInfo>();
+}
 
 // impl UnwindSafe for sample::record::ns::Namespaces (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1609() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::ns::Namespaces>();
-// }
+fn _impl_1609() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::ns::Namespaces>();
+}
 
 // impl UnwindSafe for sample::record::read::Read (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1610() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::read::Read>();
-// }
+fn _impl_1610() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::read::Read>();
+}
 
 // impl UnwindSafe for sample::record::sample::Abi (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1611() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Abi>();
-// }
+fn _impl_1611() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Abi>();
+}
 
 // impl UnwindSafe for sample::record::sample::BranchPriv (auto)
 // DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
@@ -9992,25 +9906,22 @@ fn _impl_1580() {
 // }
 
 // impl UnwindSafe for sample::record::sample::DataSource (auto)
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1616() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1616() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl UnwindSafe for sample::record::sample::Entry (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1617() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Entry>();
-// }
+fn _impl_1617() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Entry>();
+}
 
 // impl UnwindSafe for sample::record::sample::Lbr (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1618() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Lbr>();
-// }
+fn _impl_1618() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Lbr>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemBlock (auto)
 // DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
@@ -10069,60 +9980,52 @@ fn _impl_1580() {
 // }
 
 // impl UnwindSafe for sample::record::sample::Sample (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1627() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Sample>();
-// }
+fn _impl_1627() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Sample>();
+}
 
 // impl UnwindSafe for sample::record::sample::Txn (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1628() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Txn>();
-// }
+fn _impl_1628() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Txn>();
+}
 
 // impl UnwindSafe for sample::record::sample::Weight (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1629() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::Weight>();
-// }
+fn _impl_1629() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::Weight>();
+}
 
 // impl UnwindSafe for sample::record::task::Exit (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1630() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::task::Exit>();
-// }
+fn _impl_1630() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::task::Exit>();
+}
 
 // impl UnwindSafe for sample::record::task::Fork (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1631() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::task::Fork>();
-// }
+fn _impl_1631() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::task::Fork>();
+}
 
 // impl UnwindSafe for sample::record::text_poke::TextPoke (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1632() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::text_poke::TextPoke>();
-// }
+fn _impl_1632() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::text_poke::TextPoke>();
+}
 
 // impl UnwindSafe for sample::record::throttle::Throttle (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1633() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::throttle::Throttle>();
-// }
+fn _impl_1633() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::throttle::Throttle>();
+}
 
 // impl UnwindSafe for sample::record::throttle::Unthrottle (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1634() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::throttle::Unthrottle>();
-// }
+fn _impl_1634() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::throttle::Unthrottle>();
+}
 
 // impl<'a> Clone for config::Cgroup<'a>
 fn _impl_1635() {
@@ -10149,46 +10052,45 @@ fn _impl_1638() {
 }
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1639() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
 // }
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1640() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
 // }
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1641() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
 // }
 
 // impl<'a> RefUnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1642() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
 //     ck::<krate::sample::iter::CowIter<'static>>();
 // }
 
 // impl<'a> RefUnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1643() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
 //     ck::<krate::sample::iter::Iter<'static>>();
 // }
 
 // impl<'a> RefUnwindSafe for sample::rb::CowChunk<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1644() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::rb::CowChunk<'static>>();
-// }
+fn _impl_1644() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::rb::CowChunk<'static>>();
+}
 
 // impl<'a> Send for config::Cgroup<'a> (auto)
 fn _impl_1645() {
@@ -10389,46 +10291,45 @@ fn _impl_1676() {
 }
 
 // impl<'a> UnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1677() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
 // }
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1678() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
 // }
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1679() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
 //     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
 // }
 
 // impl<'a> UnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1680() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
 //     ck::<krate::sample::iter::CowIter<'static>>();
 // }
 
 // impl<'a> UnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
+// DIFFERENCE: not yet: as Sampler
 // fn _impl_1681() {
 //     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
 //     ck::<krate::sample::iter::Iter<'static>>();
 // }
 
 // impl<'a> UnwindSafe for sample::rb::CowChunk<'a> (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1682() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::rb::CowChunk<'static>>();
-// }
+fn _impl_1682() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::rb::CowChunk<'static>>();
+}
 
 // impl<'de> Deserialize<'de> for config::All
 fn _impl_1683() {
@@ -10647,11 +10548,10 @@ fn _impl_1718() {
 }
 
 // impl<'de> Deserialize<'de> for event::dp::DynamicPmu
-// DIFFERENCE: soundness: as `try_into_dp`; use `Event::try_from(probe)`
-// fn _impl_1719() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::event::dp::DynamicPmu>();
-// }
+fn _impl_1719() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::event::dp::DynamicPmu>();
+}
 
 // impl<'de> Deserialize<'de> for event::hw::Hardware
 fn _impl_1720() {
@@ -10887,11 +10787,10 @@ fn _impl_1753() {
 // }
 
 // impl<'de> Deserialize<'de> for sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _impl_1758() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::DataSource>();
-// }
+fn _impl_1758() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::DataSource>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::Entry
 fn _impl_1759() {
@@ -11324,7 +11223,7 @@ fn _literal_1830(hw_index: ::core::option::Option<u64>, entries: ::std::vec::Vec
 // }
 
 // literal sample::record::sample::Sample { record_id: sample::record::RecordId, stat: Option<count::Stat>, period: Option<u64>, cgroup: Option<u64>, call_chain: Option<Vec<sample::record::sample::CallChain>>, user_stack: Option<Vec<u8>>, data_addr: Option<u64>, data_phys_addr: Option<u64>, data_page_size: Option<u64>, data_source: Option<sample::record::sample::DataSource>, code_addr: Option<(u64, bool)>, code_page_size: Option<u64>, user_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, intr_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, raw: Option<Vec<u8>>, lbr: Option<sample::record::sample::Lbr>, aux: Option<Vec<u8>>, txn: Option<sample::record::sample::Txn>, weight: Option<sample::record::sample::Weight> }
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
+// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
 // fn _literal_1837(record_id: krate::sample::record::RecordId, stat: ::core::option::Option<krate::count::Stat>, period: ::core::option::Option<u64>, cgroup: ::core::option::Option<u64>, call_chain: ::core::option::Option<::std::vec::Vec<krate::sample::record::sample::CallChain>>, user_stack: ::core::option::Option<::std::vec::Vec<u8>>, data_addr: ::core::option::Option<u64>, data_phys_addr: ::core::option::Option<u64>, data_page_size: ::core::option::Option<u64>, data_source: ::core::option::Option<krate::sample::record::sample::DataSource>, code_addr: ::core::option::Option<(u64, bool)>, code_page_size: ::core::option::Option<u64>, user_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, intr_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, raw: ::core::option::Option<::std::vec::Vec<u8>>, lbr: ::core::option::Option<krate::sample::record::sample::Lbr>, aux: ::core::option::Option<::std::vec::Vec<u8>>, txn: ::core::option::Option<krate::sample::record::sample::Txn>, weight: ::core::option::Option<krate::sample::record::sample::Weight>) -> krate::sample::record::sample::Sample {
 //     krate::sample::record::sample::Sample { record_id, stat, period, cgroup, call_chain, user_stack, data_addr, data_phys_addr, data_page_size, data_source, code_addr, code_page_size, user_regs, intr_regs, raw, lbr, aux, txn, weight }
 // }
@@ -12214,10 +12113,9 @@ use krate::sample::record::read::Read as _;
 fn _type_1977(_: ::core::marker::PhantomData<krate::sample::record::read::Read>) {}
 
 // struct sample::record::sample::DataSource
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::DataSource as _;
-// fn _type_1978(_: ::core::marker::PhantomData<krate::sample::record::sample::DataSource>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::DataSource as _;
+fn _type_1978(_: ::core::marker::PhantomData<krate::sample::record::sample::DataSource>) {}
 
 // struct sample::record::sample::Entry
 #[allow(unused_imports)]
