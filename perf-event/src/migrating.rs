@@ -70,7 +70,9 @@
 //! - Probes own their strings: `Kprobe::Symbol::name`, `Uprobe::path` are `CString` (0.5.1:
 //!   `&'static CStr`); build uprobes with [`Uprobe::new`](crate::event::dp::Uprobe::new).
 //! - Records keep the kernel's raw values where 0.5.1 decoded them: `Sample::call_chain` is
-//!   `Option<Vec<u64>>` with the `PERF_CONTEXT_*` markers in place (0.5.1: `Vec<CallChain>`);
+//!   `Option<Vec<u64>>` with the `PERF_CONTEXT_*` markers in place (0.5.1: `Vec<CallChain>`, which
+//!   [`Sample::call_chain_parts`](crate::sample::record::Sample::call_chain_parts) gives, with the
+//!   same [`CallChain`](crate::sample::record::CallChain) enum);
 //!   `DataSource` is `perf_mem_data_src` (`DataSource(pub u64)`, one accessor per field; 0.5.1: the
 //!   `Mem*` structs and enums); branch `Entry::branch_type/branch_spec/branch_priv` are the raw bits
 //!   (0.5.1: `BranchType`/`BranchSpec`/`BranchPriv`); `mmap::Info::BuildId` holds a `Vec<u8>`

@@ -116,9 +116,10 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ("~sample::record::sample::Entry::branch_", "as BranchType: the raw bits (u8)"),
     ("~literal sample::record::sample::Entry {", "as BranchType: the raw bits (u8)"),
     (
-        "~sample::record::sample::CallChain",
+        "~field sample::record::sample::Sample::call_chain:",
         "`Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place \
-         (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum",
+         (filter `ip < PERF_CONTEXT_MAX`); 0.5.1's parts are `Sample::call_chain_parts()` \
+         (`Vec<CallChain>`, the same enum)",
     ),
     ("~literal sample::record::sample::Sample {", "as CallChain: `call_chain` is `Option<Vec<u64>>`"),
     (

@@ -160,10 +160,9 @@ fn _type_27(_: ::core::marker::PhantomData<krate::sample::record::sample::Abi>) 
 // fn _type_30(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchType>) {}
 
 // enum sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::CallChain as _;
-// fn _type_31(_: ::core::marker::PhantomData<krate::sample::record::sample::CallChain>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::CallChain as _;
+fn _type_31(_: ::core::marker::PhantomData<krate::sample::record::sample::CallChain>) {}
 
 // enum sample::record::sample::MemHop
 // DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
@@ -1951,7 +1950,7 @@ fn _field_319(x: krate::sample::record::sample::Sample) -> ::core::option::Optio
 }
 
 // field sample::record::sample::Sample::call_chain: Option<Vec<sample::record::sample::CallChain>>
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
+// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`); 0.5.1's parts are `Sample::call_chain_parts()` (`Vec<CallChain>`, the same enum)
 // fn _field_320(x: krate::sample::record::sample::Sample) -> ::core::option::Option<::std::vec::Vec<krate::sample::record::sample::CallChain>> {
 //     let krate::sample::record::sample::Sample { call_chain, .. } = x;
 //     call_chain
@@ -3087,11 +3086,10 @@ fn _impl_501() {
 // }
 
 // impl Clone for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_505() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_505() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Clone for sample::record::sample::DataSource
 fn _impl_506() {
@@ -3873,11 +3871,10 @@ fn _impl_629() {
 // }
 
 // impl Debug for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_633() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_633() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Debug for sample::record::sample::DataSource
 fn _impl_634() {
@@ -4595,11 +4592,10 @@ fn _impl_747() {
 // }
 
 // impl Eq for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_751() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_751() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Eq for sample::record::sample::DataSource
 fn _impl_752() {
@@ -5377,11 +5373,10 @@ fn _impl_875() {
 // }
 
 // impl Hash for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_879() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_879() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Hash for sample::record::sample::DataSource
 fn _impl_880() {
@@ -5997,11 +5992,10 @@ fn _impl_976() {
 // }
 
 // impl PartialEq for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_980() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_980() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl PartialEq for sample::record::sample::DataSource
 fn _impl_981() {
@@ -6623,11 +6617,10 @@ fn _impl_1078() {
 // }
 
 // impl RefUnwindSafe for sample::record::sample::CallChain (auto)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1082() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1082() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::DataSource (auto)
 fn _impl_1083() {
@@ -7268,11 +7261,10 @@ fn _impl_1183() {
 // }
 
 // impl Send for sample::record::sample::CallChain (auto)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1187() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1187() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Send for sample::record::sample::DataSource (auto)
 fn _impl_1188() {
@@ -7845,11 +7837,10 @@ fn _impl_1277() {
 // }
 
 // impl Serialize for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1281() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1281() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Serialize for sample::record::sample::DataSource
 fn _impl_1282() {
@@ -8478,11 +8469,10 @@ fn _impl_1380() {
 // }
 
 // impl Sync for sample::record::sample::CallChain (auto)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1384() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1384() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Sync for sample::record::sample::DataSource (auto)
 fn _impl_1385() {
@@ -9253,11 +9243,10 @@ fn _impl_1506() {
 // }
 
 // impl Unpin for sample::record::sample::CallChain (auto)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1510() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1510() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl Unpin for sample::record::sample::DataSource (auto)
 fn _impl_1511() {
@@ -9899,11 +9888,10 @@ fn _impl_1611() {
 // }
 
 // impl UnwindSafe for sample::record::sample::CallChain (auto)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1615() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1615() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl UnwindSafe for sample::record::sample::DataSource (auto)
 fn _impl_1616() {
@@ -10780,11 +10768,10 @@ fn _impl_1753() {
 // }
 
 // impl<'de> Deserialize<'de> for sample::record::sample::CallChain
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _impl_1757() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::CallChain>();
-// }
+fn _impl_1757() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::CallChain>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::DataSource
 fn _impl_1758() {
@@ -11223,7 +11210,7 @@ fn _literal_1830(hw_index: ::core::option::Option<u64>, entries: ::std::vec::Vec
 // }
 
 // literal sample::record::sample::Sample { record_id: sample::record::RecordId, stat: Option<count::Stat>, period: Option<u64>, cgroup: Option<u64>, call_chain: Option<Vec<sample::record::sample::CallChain>>, user_stack: Option<Vec<u8>>, data_addr: Option<u64>, data_phys_addr: Option<u64>, data_page_size: Option<u64>, data_source: Option<sample::record::sample::DataSource>, code_addr: Option<(u64, bool)>, code_page_size: Option<u64>, user_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, intr_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, raw: Option<Vec<u8>>, lbr: Option<sample::record::sample::Lbr>, aux: Option<Vec<u8>>, txn: Option<sample::record::sample::Txn>, weight: Option<sample::record::sample::Weight> }
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
+// DIFFERENCE: as CallChain: `call_chain` is `Option<Vec<u64>>`
 // fn _literal_1837(record_id: krate::sample::record::RecordId, stat: ::core::option::Option<krate::count::Stat>, period: ::core::option::Option<u64>, cgroup: ::core::option::Option<u64>, call_chain: ::core::option::Option<::std::vec::Vec<krate::sample::record::sample::CallChain>>, user_stack: ::core::option::Option<::std::vec::Vec<u8>>, data_addr: ::core::option::Option<u64>, data_phys_addr: ::core::option::Option<u64>, data_page_size: ::core::option::Option<u64>, data_source: ::core::option::Option<krate::sample::record::sample::DataSource>, code_addr: ::core::option::Option<(u64, bool)>, code_page_size: ::core::option::Option<u64>, user_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, intr_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, raw: ::core::option::Option<::std::vec::Vec<u8>>, lbr: ::core::option::Option<krate::sample::record::sample::Lbr>, aux: ::core::option::Option<::std::vec::Vec<u8>>, txn: ::core::option::Option<krate::sample::record::sample::Txn>, weight: ::core::option::Option<krate::sample::record::sample::Weight>) -> krate::sample::record::sample::Sample {
 //     krate::sample::record::sample::Sample { record_id, stat, period, cgroup, call_chain, user_stack, data_addr, data_phys_addr, data_page_size, data_source, code_addr, code_page_size, user_regs, intr_regs, raw, lbr, aux, txn, weight }
 // }
@@ -11574,19 +11561,18 @@ fn _match_1868(x: krate::sample::record::sample::Abi) {
 // }
 
 // match sample::record::sample::CallChain (exhaustive)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// fn _match_1872(x: krate::sample::record::sample::CallChain) {
-//     match x {
-//         krate::sample::record::sample::CallChain::User(..) => {}
-//         krate::sample::record::sample::CallChain::UserDeferred { .. } => {}
-//         krate::sample::record::sample::CallChain::Kernel(..) => {}
-//         krate::sample::record::sample::CallChain::Hv(..) => {}
-//         krate::sample::record::sample::CallChain::Guest(..) => {}
-//         krate::sample::record::sample::CallChain::GuestUser(..) => {}
-//         krate::sample::record::sample::CallChain::GuestKernel(..) => {}
-//         krate::sample::record::sample::CallChain::Unknown(..) => {}
-//     }
-// }
+fn _match_1872(x: krate::sample::record::sample::CallChain) {
+    match x {
+        krate::sample::record::sample::CallChain::User(..) => {}
+        krate::sample::record::sample::CallChain::UserDeferred { .. } => {}
+        krate::sample::record::sample::CallChain::Kernel(..) => {}
+        krate::sample::record::sample::CallChain::Hv(..) => {}
+        krate::sample::record::sample::CallChain::Guest(..) => {}
+        krate::sample::record::sample::CallChain::GuestUser(..) => {}
+        krate::sample::record::sample::CallChain::GuestKernel(..) => {}
+        krate::sample::record::sample::CallChain::Unknown(..) => {}
+    }
+}
 
 // match sample::record::sample::MemHop (exhaustive)
 // DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
@@ -13761,108 +13747,100 @@ fn _variant_2127(x: krate::sample::record::sample::Abi) -> ::core::option::Optio
 // }
 
 // variant sample::record::sample::CallChain::Guest(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2159(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::Guest(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2159(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::Guest(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2159(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::Guest(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2159(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::Guest(f0)
+}
 
 // variant sample::record::sample::CallChain::GuestKernel(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2160(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::GuestKernel(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2160(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::GuestKernel(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2160(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::GuestKernel(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2160(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::GuestKernel(f0)
+}
 
 // variant sample::record::sample::CallChain::GuestUser(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2161(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::GuestUser(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2161(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::GuestUser(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2161(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::GuestUser(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2161(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::GuestUser(f0)
+}
 
 // variant sample::record::sample::CallChain::Hv(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2162(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::Hv(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2162(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::Hv(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2162(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::Hv(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2162(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::Hv(f0)
+}
 
 // variant sample::record::sample::CallChain::Kernel(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2163(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::Kernel(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2163(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::Kernel(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2163(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::Kernel(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2163(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::Kernel(f0)
+}
 
 // variant sample::record::sample::CallChain::Unknown(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2164(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::Unknown(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2164(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::Unknown(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2164(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::Unknown(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2164(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::Unknown(f0)
+}
 
 // variant sample::record::sample::CallChain::User(Vec<u64>)
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2165(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::User(f0) => ::core::option::Option::Some((f0, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2165(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::User(f0)
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2165(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(::std::vec::Vec<u64>, )> {
+    match x {
+        krate::sample::record::sample::CallChain::User(f0) => ::core::option::Option::Some((f0, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2165(f0: ::std::vec::Vec<u64>) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::User(f0)
+}
 
 // variant sample::record::sample::CallChain::UserDeferred { cookie: u64 }
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`), not 0.5.1's `Vec<CallChain>` enum
-// #[allow(unreachable_patterns)]
-// fn _variant_2166(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(u64, )> {
-//     match x {
-//         krate::sample::record::sample::CallChain::UserDeferred { cookie, .. } => ::core::option::Option::Some((cookie, )),
-//         _ => ::core::option::Option::None,
-//     }
-// }
-// fn _variant_new_2166(cookie: u64) -> krate::sample::record::sample::CallChain {
-//     krate::sample::record::sample::CallChain::UserDeferred { cookie, }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2166(x: krate::sample::record::sample::CallChain) -> ::core::option::Option<(u64, )> {
+    match x {
+        krate::sample::record::sample::CallChain::UserDeferred { cookie, .. } => ::core::option::Option::Some((cookie, )),
+        _ => ::core::option::Option::None,
+    }
+}
+fn _variant_new_2166(cookie: u64) -> krate::sample::record::sample::CallChain {
+    krate::sample::record::sample::CallChain::UserDeferred { cookie, }
+}
 
 // variant sample::record::sample::MemHop::Board
 // DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost

@@ -67,7 +67,7 @@ pub mod read {
 
 /// `PERF_RECORD_SAMPLE` and the types of its fields.
 pub mod sample {
-    pub use super::super::{Abi, DataSource, Entry, Lbr, Sample, Txn, Weight};
+    pub use super::super::{Abi, CallChain, DataSource, Entry, Lbr, Sample, Txn, Weight};
 }
 
 /// `PERF_RECORD_EXIT` and `PERF_RECORD_FORK`.

@@ -5,10 +5,12 @@
 //! leaving out fields that are `None`.
 
 mod compat;
+mod contexts;
 mod convert;
 mod types;
 
 pub use super::iter::RawRecord;
+pub use contexts::CallChain;
 pub use convert::Parser;
 pub use types::*;
 // perf-event-open 0.5's module per record kind.
