@@ -207,6 +207,7 @@ pub(crate) fn forked_since(generation: u64) -> bool {
 /// neither read nor dropped: it leaks). Within one process it is an ordinary lock: waiters spin briefly,
 /// then yield and sleep, so keep critical sections short, and never call code that could block on
 /// something else or `fork()` while holding one (the takeover relies on the forking thread holding none).
+/// A panic while holding one releases it without poisoning, so keep the value usable at every step.
 ///
 /// ```
 /// use perf_core::fork::Lock;
@@ -226,6 +227,12 @@ pub struct Lock<T> {
 unsafe impl<T: Send> Send for Lock<T> {}
 // SAFETY: as above: shared access hands out `&mut T` to one thread at a time, which needs `T: Send`.
 unsafe impl<T: Send> Sync for Lock<T> {}
+
+// A panic while a guard is held releases the lock (there is no poisoning, as with `std::sync::Mutex`, which is
+// unwind-safe for the same reason once its poison is ignored): keep what a `Lock` guards usable after a panic
+// in the middle of an update, as every `Lock` of perf-core and perf-event does (flags, counts, slots).
+impl<T> std::panic::UnwindSafe for Lock<T> {}
+impl<T> std::panic::RefUnwindSafe for Lock<T> {}
 
 impl<T: Default> Default for Lock<T> {
     fn default() -> Self {

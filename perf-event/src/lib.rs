@@ -330,6 +330,11 @@
 //! it. A sampler holds its own duplicate of the counter's fd and may outlive the counter. Every fd
 //! is opened close-on-exec. (The integration tests assert these bounds at compile time.)
 //!
+//! # Migrating
+//!
+//! From perf-event-open 0.5 (change the crate name; its paths resolve here) and from perf-event2:
+//! see [`migrating`], which lists every deliberate difference.
+//!
 //! # Kernel compatibility
 //!
 //! One build serves every kernel it is tested on: the attr is encoded with the newest layout,
@@ -339,11 +344,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod compat;
 pub mod config;
 pub mod count;
 mod diagnose;
 mod error;
 pub mod event;
+pub mod migrating;
 pub mod sample;
 mod sys;
 mod version;

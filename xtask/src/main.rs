@@ -16,12 +16,16 @@
 //!                                            perf-core's parse paths of REV against the working tree, in
 //!                                            one process, as medians of paired ratios
 //! cargo xtask pprof-proto [--check]          regenerate perf-profile's pprof types from its vendored profile.proto
+//! cargo xtask dropin [--check] [--audit] [--fetch]
+//!                                            list perf-event-open 0.5.1's public API (rustdoc JSON, nightly)
+//!                                            and regenerate the compile test that names it in perf_event
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
 
 mod apt;
 mod bindings;
+mod dropin;
 mod headers;
 mod kernel_matrix;
 mod parse_ab;
@@ -36,7 +40,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask pprof-proto [--check]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask pprof-proto [--check]\n  cargo xtask dropin [--check] [--audit] [--fetch]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
             }
         }
         Some("pmu-events") => pmu_events::main(&args[1..]),
+        Some("dropin") => dropin::main(&args[1..]),
         Some("parse-ab") => parse_ab::main(&args[1..]),
         Some("pprof-proto") => pprof_proto::main(&args[1..]),
         Some("arm64-perf-fixture") => kernel_matrix::perf_fixture::main(&args[1..]),

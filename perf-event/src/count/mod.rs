@@ -16,7 +16,7 @@
 //! # Ok::<(), perf_event::Error>(())
 //! ```
 
-mod group;
+pub mod group;
 mod group_fit;
 mod merged;
 mod per_cpu;

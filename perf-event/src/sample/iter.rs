@@ -14,6 +14,9 @@ use super::sampler::Lease;
 use super::{Parser, Sampler};
 use crate::error::{Error, Result};
 
+// perf-event-open 0.5's path for the async iterators: `sample::iter::{AsyncIter, AsyncCowIter}`.
+pub use super::asynk::{AsyncCowIter, AsyncIter};
+
 /// The longest a blocking wait sleeps while another reader holds the ring, before looking again.
 const BUSY_BACKOFF: Duration = Duration::from_millis(2);
 

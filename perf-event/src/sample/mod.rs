@@ -55,7 +55,8 @@
 
 mod asynk;
 mod aux_tracer;
-mod iter;
+mod compat;
+pub mod iter;
 mod limits;
 pub(crate) mod per_cpu;
 mod reactor;
@@ -63,7 +64,9 @@ pub mod record;
 mod sampler;
 
 pub use asynk::{AsyncCowIter, AsyncIter};
+// perf-event-open 0.5's module paths.
 pub use aux_tracer::{AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer};
+pub use compat::{auxiliary, rb};
 pub use iter::{CowChunk, CowIter, Iter};
 pub use per_cpu::{AsyncMergedIter, MergedIter, PerCpuSampler};
 pub use record::Parser;

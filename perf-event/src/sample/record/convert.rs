@@ -462,7 +462,7 @@ pub(crate) fn convert(record: core::Record<'_>, cfg: &ParseConfig) -> (Priv, Rec
             record_id: rid(&a.sample_id),
             hw_id: a.hw_id,
         })),
-        C::CallchainDeferred(c) => Record::CallchainDeferred(Box::new(CallchainDeferred {
+        C::CallchainDeferred(c) => Record::CallChainDeferred(Box::new(CallChainDeferred {
             record_id: rid(&c.sample_id),
             cookie: c.cookie,
             call_chain: c.ips.to_vec(),

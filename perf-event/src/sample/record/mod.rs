@@ -4,12 +4,20 @@
 //! ring bytes itself. `{:-?}` prints a record compactly: `Sample { record_id: .., period: 1, .. }`,
 //! leaving out fields that are `None`.
 
+mod compat;
+mod contexts;
 mod convert;
 mod types;
 
 pub use super::iter::RawRecord;
+pub use contexts::CallChain;
 pub use convert::Parser;
 pub use types::*;
+// perf-event-open 0.5's module per record kind.
+pub use compat::{
+    auxiliary, bpf, call_chain, cgroup, comm, ctx, itrace, ksymbol, lost, mmap, ns, read, sample,
+    task, text_poke, throttle,
+};
 
 /// Writes `Name { a: .., b: .. }` for `{:-?}` (skipping `None` fields of kind `opt`, ending with `..`
 /// when one was skipped), the `#[derive(Debug)]` form otherwise. Fields are `req name` or `opt name`.

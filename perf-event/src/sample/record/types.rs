@@ -693,7 +693,7 @@ debug!(LostSamples { opt record_id, req lost_samples });
 #[doc(alias = "PERF_RECORD_CALLCHAIN_DEFERRED")]
 #[derive(Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct CallchainDeferred {
+pub struct CallChainDeferred {
     /// Ids, with `sample_id_all`. Since Linux 6.19.
     pub record_id: Option<RecordId>,
     /// Matches the `PERF_CONTEXT_USER_DEFERRED` cookie in the samples to stitch. Since Linux 6.19.
@@ -701,7 +701,7 @@ pub struct CallchainDeferred {
     /// The user call chain. Since Linux 6.19.
     pub call_chain: Vec<u64>,
 }
-debug!(CallchainDeferred { opt record_id, req cookie, req call_chain });
+debug!(CallChainDeferred { opt record_id, req cookie, req call_chain });
 
 /// A record. `{:-?}` prints the record alone, compactly.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -746,7 +746,7 @@ pub enum Record {
     /// `PERF_RECORD_LOST_SAMPLES`. Since Linux 4.2.
     LostSamples(Box<LostSamples>),
     /// `PERF_RECORD_CALLCHAIN_DEFERRED`. Since Linux 6.19.
-    CallchainDeferred(Box<CallchainDeferred>),
+    CallChainDeferred(Box<CallChainDeferred>),
     /// A record of a type this crate does not know, or one that did not parse: its bytes, header
     /// included.
     Unknown(Vec<u8>),
@@ -774,7 +774,7 @@ impl std::fmt::Debug for Record {
             Record::Unthrottle(r) => r.fmt(f),
             Record::LostRecords(r) => r.fmt(f),
             Record::LostSamples(r) => r.fmt(f),
-            Record::CallchainDeferred(r) => r.fmt(f),
+            Record::CallChainDeferred(r) => r.fmt(f),
             Record::Unknown(bytes) => write!(f, "Unknown({bytes:?})"),
         }
     }
@@ -804,7 +804,7 @@ impl Record {
             Record::Unthrottle(r) => r.record_id.as_ref(),
             Record::LostRecords(r) => r.record_id.as_ref(),
             Record::LostSamples(r) => r.record_id.as_ref(),
-            Record::CallchainDeferred(r) => r.record_id.as_ref(),
+            Record::CallChainDeferred(r) => r.record_id.as_ref(),
             Record::Unknown(_) => None,
         }
     }
