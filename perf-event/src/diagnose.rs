@@ -117,6 +117,15 @@ pub(crate) fn check_fixed_rules(event: &str, a: &sys::perf_event_attr) -> Result
         }
     }
     let period = a.sample_period_or_freq();
+    if a.freq() == 1 && period == 0 {
+        return refuse(
+            "sample_on = SampleOn::Freq(0) (freq with sample_freq 0) never samples: the kernel \
+             takes a frequency of 0 as counting only, so no sampler could read it. Count with \
+             SampleOn::Count(0) (the default), or sample at a frequency above 0, e.g. \
+             SampleOn::Freq(1000)"
+                .to_owned(),
+        );
+    }
     if a.freq() == 0 && period >> 63 != 0 {
         return refuse(format!(
             "sample_on = SampleOn::Count({period}) (sample_period) is refused by every kernel: \
@@ -953,6 +962,13 @@ mod tests {
         // A frequency is checked against kernel.perf_event_max_sample_rate, after the open.
         a.set_freq(1);
         assert!(check_fixed_rules("e", &a).is_ok());
+        // A frequency of 0 is not sampling to the kernel: refused before the open.
+        a.__bindgen_anon_1.sample_freq = 0;
+        let e = check_fixed_rules("e", &a).unwrap_err().to_string();
+        assert!(
+            e.contains("SampleOn::Freq(0)") && e.contains("never samples"),
+            "{e}"
+        );
     }
 
     /// What a kernel without `config3`, `sig_data`, ... says: `E2BIG`, its own size written back.
