@@ -12,10 +12,10 @@
 //!   children) cannot be mapped when it counts on every CPU (`cpu = -1`), so, like `perf record`,
 //!   the event is opened once per online CPU, each with its own [`Sampler`]. With `-p`, the counters
 //!   of every thread on a CPU write into that CPU's ring ([`Sampler::attach`]).
-//! - **The command without unsafe code.** The counters are opened on **this** process (`pid` 0),
-//!   disabled, with `inherit` and `enable_on_exec`, right before the command is spawned: the
-//!   child's inherited copies start at its `exec` (whose COMM and MMAP2 records the kernel then
-//!   writes), and ours never run since this process never execs (see the stat example).
+//! - **The command without unsafe code.** [`perf_event::command::spawn`] opens the counters on a
+//!   helper thread (`pid` 0), disabled, with `inherit` and `enable_on_exec`, and spawns the
+//!   command from it: the child's inherited copies start at its `exec` (whose COMM and MMAP2
+//!   records the kernel then writes), and the helper's never run since it never execs.
 //! - **Events as perf names them.** `-e` is parsed by [`Machine`] in perf's grammar: each event of
 //!   a list is its own attr in the file, a group `{a,b}` is opened as one (with `:S`, the leader's
 //!   samples read the group and the members do not sample), and a hybrid CPU's generic event has
@@ -51,9 +51,9 @@ use std::time::Duration;
 use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
 use perf_core::record::{Mmap2File, Record};
 use perf_core::{ParseConfig, RawRecord};
+use perf_event::command::{self, FromExec};
 use perf_event::config::{
-    online_cpus, sibling, CallChain, Cpu, ExtraRecord, Inherit, OnExecve, Opts, Proc, SampleOn,
-    UseBuildId,
+    online_cpus, sibling, CallChain, Cpu, ExtraRecord, Inherit, Opts, Proc, SampleOn, UseBuildId,
 };
 use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
@@ -74,6 +74,12 @@ enum Fail {
 
 fn fail(e: impl std::fmt::Display) -> Fail {
     Fail::Error(e.to_string())
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        fail(e)
+    }
 }
 
 fn main() -> ExitCode {
@@ -151,8 +157,117 @@ fn run() -> Result<ExitCode, Fail> {
         Target::Child
     };
 
-    // Open (right before the command is spawned: no other thread of this process forks meanwhile).
-    let opened = open(&a, &target, &cpus)?;
+    keep_old(&a.output)?;
+
+    // Open, map, write the header; with a command, then spawn it (perf_event::command: the
+    // counters start at its exec and follow its children).
+    let (prepared, child) = if matches!(target, Target::Child) {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        match command::spawn(&mut cmd, |exec| prepare(&a, &target, &cpus, Some(exec))) {
+            Ok((child, p)) => (p, Some(child)),
+            Err(e) => {
+                let _ = fs::remove_file(&a.output);
+                return Err(e);
+            }
+        }
+    } else {
+        (prepare(&a, &target, &cpus, None)?, None)
+    };
+    let Prepared {
+        opened,
+        samplers,
+        mut rec,
+        kernel_build_id,
+    } = prepared;
+    let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
+        for (_, c) in opened.counters() {
+            f(c).map_err(fail)?;
+        }
+        Ok(())
+    };
+    let manual = !matches!(target, Target::Child);
+    if manual {
+        each(&|c| c.enable())?;
+    }
+    // -a with a command: the command runs while every CPU is recorded, until it exits.
+    let child = match child {
+        None if !a.command.is_empty() => {
+            match Command::new(&a.command[0]).args(&a.command[1..]).spawn() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    drop(rec);
+                    let _ = fs::remove_file(&a.output);
+                    return Err(fail(format!(
+                        "cannot run {}: {e}",
+                        a.command[0].to_string_lossy()
+                    )));
+                }
+            }
+        }
+        c => c,
+    };
+    let mut exit = ExitCode::SUCCESS;
+    match child {
+        None => {
+            let pids = a.pids.clone();
+            rec.pump(&samplers, || {
+                interrupted.load(Ordering::Relaxed)
+                    || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
+            })?;
+        }
+        Some(mut child) => {
+            let mut status = None;
+            rec.pump(&samplers, || match try_wait(&mut child) {
+                Ok(Some(s)) => {
+                    status = Some(Ok(s));
+                    true
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    status = Some(Err(e));
+                    true
+                }
+            })?;
+            let status = match status {
+                Some(s) => s,
+                None => child.wait(),
+            }
+            .map_err(|e| fail(format!("waiting for the command: {e}")))?;
+            let code = match (status.code(), status.signal()) {
+                (Some(c), _) => c,
+                (None, Some(sig)) => 128 + sig,
+                _ => 1,
+            };
+            exit = ExitCode::from(code.clamp(0, 255) as u8);
+        }
+    }
+    if manual {
+        each(&|c| c.disable())?;
+    }
+    // The records written until the end: the command's exit, the last samples.
+    rec.drain(&samplers)?;
+    finish(&a, &samplers, rec, kernel_build_id)?;
+    Ok(exit)
+}
+
+/// The counters, their rings, and the file with what predates the recording written.
+struct Prepared {
+    opened: Opened,
+    samplers: Vec<Sampler>,
+    rec: Recorder,
+    kernel_build_id: Option<Vec<u8>>,
+}
+
+/// Opens the counters (on `exec`'s target when it follows a command), maps one ring per CPU, and
+/// writes the file's header and the records of what predates the recording.
+fn prepare(
+    a: &Args,
+    target: &Target,
+    cpus: &[u32],
+    exec: Option<&FromExec>,
+) -> Result<Prepared, Fail> {
+    let opened = open(a, target, cpus, exec)?;
     let samplers = map_rings(&opened, a.pages_exp)?;
     let counters = opened.counters();
     let &(_, first) = counters
@@ -180,7 +295,6 @@ fn run() -> Result<ExitCode, Fail> {
     };
 
     // The file, and what predates the recording.
-    keep_old(&a.output)?;
     let mut w = PerfDataWriter::create(&a.output, events.into_iter().map(|(_, e)| e).collect())
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     let mut kernel_build_id = None;
@@ -197,7 +311,7 @@ fn run() -> Result<ExitCode, Fail> {
             ),
         }
     }
-    let existing = match &target {
+    let existing = match target {
         Target::Child => Vec::new(),
         Target::AllCpus => synth::all_pids(),
         Target::Threads(_) => a.pids.clone(),
@@ -209,74 +323,29 @@ fn run() -> Result<ExitCode, Fail> {
     }
     w.finish_round().map_err(fail)?;
 
-    // Record.
-    let mut rec = Recorder {
+    let rec = Recorder {
         w,
         cfg,
         build_ids: BTreeMap::new(),
         wakeups: 0,
     };
-    let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
-        for (_, c) in opened.counters() {
-            f(c).map_err(fail)?;
-        }
-        Ok(())
-    };
-    let manual = !matches!(target, Target::Child);
-    if manual {
-        each(&|c| c.enable())?;
-    }
-    let mut exit = ExitCode::SUCCESS;
-    if a.command.is_empty() {
-        let pids = a.pids.clone();
-        rec.pump(&samplers, || {
-            interrupted.load(Ordering::Relaxed)
-                || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
-        })?;
-    } else {
-        let mut child = match Command::new(&a.command[0]).args(&a.command[1..]).spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                drop(rec);
-                let _ = fs::remove_file(&a.output);
-                return Err(fail(format!(
-                    "cannot run {}: {e}",
-                    a.command[0].to_string_lossy()
-                )));
-            }
-        };
-        let mut status = None;
-        rec.pump(&samplers, || match try_wait(&mut child) {
-            Ok(Some(s)) => {
-                status = Some(Ok(s));
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                status = Some(Err(e));
-                true
-            }
-        })?;
-        let status = match status {
-            Some(s) => s,
-            None => child.wait(),
-        }
-        .map_err(|e| fail(format!("waiting for the command: {e}")))?;
-        let code = match (status.code(), status.signal()) {
-            (Some(c), _) => c,
-            (None, Some(sig)) => 128 + sig,
-            _ => 1,
-        };
-        exit = ExitCode::from(code.clamp(0, 255) as u8);
-    }
-    if manual {
-        each(&|c| c.disable())?;
-    }
-    // The records written until the end: the command's exit, the last samples.
-    rec.drain(&samplers)?;
+    Ok(Prepared {
+        opened,
+        samplers,
+        rec,
+        kernel_build_id,
+    })
+}
 
+/// Ends the file (features, build ids) and prints perf's summary.
+fn finish(
+    a: &Args,
+    samplers: &[Sampler],
+    rec: Recorder,
+    kernel_build_id: Option<Vec<u8>>,
+) -> Result<(), Fail> {
     let mut lost = 0u64;
-    for s in &samplers {
+    for s in samplers {
         let l = s.lost().map_err(fail)?;
         lost += l.lost_records + l.lost_samples;
     }
@@ -309,7 +378,7 @@ fn run() -> Result<ExitCode, Fail> {
         size as f64 / (1024.0 * 1024.0),
         a.output.display()
     );
-    Ok(exit)
+    Ok(())
 }
 
 /// `Child::try_wait`, retried when a signal interrupts it.
@@ -456,12 +525,9 @@ fn base_opts(a: &Args, target: &Target) -> Opts {
     o.extra_record.mmap.code = true;
     o.extra_record.mmap.ext = Some(UseBuildId(true));
     match target {
-        Target::Child => {
-            o.inherit = Some(Inherit::NewChild);
-            o.on_execve = Some(OnExecve::Enable);
-        }
+        // A command's: `FromExec::opts` (perf_event::command).
+        Target::Child | Target::AllCpus => {}
         Target::Threads(_) => o.inherit = Some(Inherit::NewChild),
-        Target::AllCpus => {}
     }
     o
 }
@@ -551,7 +617,7 @@ impl Unit {
 /// Opens the events on every CPU for the target, falling back as perf does: `cycles` to
 /// `cpu-clock` without a hardware PMU, user space only when the kernel is not permitted, MMAP2
 /// without build ids on kernels before 5.12.
-fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
+fn open(a: &Args, target: &Target, cpus: &[u32], exec: Option<&FromExec>) -> Result<Opened, Fail> {
     let machine = machine();
     let default = a.events.is_empty();
     let mut specs = if default {
@@ -560,6 +626,9 @@ fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
         parse_specs(&machine, &a.events)?
     };
     let mut opts = base_opts(a, target);
+    if let Some(exec) = exec {
+        opts = exec.opts(&opts);
+    }
     let mut user_only = false;
     loop {
         match open_on(&specs, target, cpus, &opts) {
@@ -630,6 +699,7 @@ fn open_on(
     opts: &Opts,
 ) -> perf_event::Result<Vec<Vec<Unit>>> {
     let tasks = match target {
+        // `FromExec::target`: the helper thread that spawns the command.
         Target::Child => vec![Some(Proc::CURRENT)],
         // Every task.
         Target::AllCpus => vec![None],

@@ -9,12 +9,11 @@
 //! # Counting exactly a child, without unsafe code
 //!
 //! There is no safe way to run code between `fork` and `exec` (what `perf` does to open counters on
-//! the child before it runs). Instead the counters are opened on **this** thread (`pid` 0),
-//! disabled, with `inherit` (the child spawned next gets its own copies) and `enable_on_exec` (those
-//! copies start at the child's `exec`; this process never execs, so its own copies never count).
-//! When the child exits the kernel folds its counts into ours: one read after `wait` gives the
-//! command's totals from its exec to its exit, its threads and children included. The counters are
-//! opened right before the spawn, and no other thread of this process forks meanwhile.
+//! the child before it runs). Instead [`perf_event::command::spawn`] opens the counters on a helper
+//! thread (`pid` 0), disabled, with `inherit` (the child it spawns next gets its own copies) and
+//! `enable_on_exec` (those copies start at the child's `exec`; the helper never execs, so its own
+//! copies never count). When the child exits the kernel folds its counts into ours: one read after
+//! `wait` gives the command's totals from its exec to its exit, its threads and children included.
 //!
 //! Without a command, the counters are enabled around a built-in workload run on this thread (so
 //! the example prints real numbers anywhere), or, with `-p PID` or `--duration`, around a wait.
@@ -43,7 +42,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
-use perf_event::config::{online_cpus, sibling, Cpu, Inherit, OnExecve, Opts, Proc};
+use perf_event::command;
+use perf_event::config::{online_cpus, sibling, Cpu, Inherit, Opts, Proc};
 use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
 use perf_event::event::Event;
@@ -90,9 +90,16 @@ struct Spec {
     group: Option<(usize, usize)>,
 }
 
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Error(e.to_string())
+    }
+}
+
 /// Where the counters are opened.
 enum Target {
-    /// This thread, inherited by the child and enabled by its exec.
+    /// The thread that spawns the command (perf_event::command), inherited by the child and
+    /// enabled by its exec.
     Child,
     /// This thread, enabled around the built-in workload.
     Me,
@@ -177,42 +184,33 @@ fn run() -> Result<ExitCode, Fail> {
     let mut opts = Opts::default();
     opts.stat_format.time_enabled = true;
     opts.stat_format.time_running = true;
-    match target {
-        Target::Child => {
-            opts.inherit = Some(Inherit::NewChild);
-            opts.on_execve = Some(OnExecve::Enable);
-        }
-        Target::Threads(_) => opts.inherit = Some(Inherit::NewChild),
-        Target::Me | Target::Cpus(_) => {}
+    // A command's counters take `FromExec::opts` (perf_event::command).
+    if let Target::Threads(_) = target {
+        opts.inherit = Some(Inherit::NewChild);
     }
 
-    // Open every counter (as late as possible: right before what is measured starts).
-    let mut opened = Vec::with_capacity(specs.len());
-    for spec in &specs {
-        opened.push(match spec.group {
-            Some((leader, 0)) => open_group(&specs, leader, &target, &opts)?,
-            Some((leader, index)) => Opened::Member { leader, index },
-            None => open_event(spec, &target, &opts)?,
-        });
-    }
-    if !opened
-        .iter()
-        .any(|o| matches!(o, Opened::Counters { .. } | Opened::Group(_)))
-    {
-        if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
-            return Err(Fail::Error(format!(
-                "no event could be opened: {e}{}",
-                cli_hint(&target)
-            )));
-        }
-        if opened.iter().any(|o| matches!(o, Opened::KernelOnly)) {
-            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-            return Err(Fail::Error(format!(
-                "no event could be opened: {}",
-                kernel_only_text(&names)
-            )));
-        }
-    }
+    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
+    // (every rustc of the build) are already in it.
+    let usage_of = match what {
+        Run::Builtin => UsageWho::RUSAGE_SELF,
+        _ => UsageWho::RUSAGE_CHILDREN,
+    };
+    let before = rusage(usage_of);
+    // Open every counter (as late as possible: right before what is measured starts). A command
+    // counted from its exec is spawned by perf_event::command right after its counters open.
+    let mut start = Instant::now();
+    let (opened, mut child) = if matches!(target, Target::Child) {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        let (child, (opened, t)) = command::spawn(&mut cmd, |exec| {
+            let opened = open_all(&specs, &target, &exec.opts(&opts))?;
+            Ok::<_, Fail>((opened, Instant::now()))
+        })?;
+        start = t;
+        (opened, Some(child))
+    } else {
+        (open_all(&specs, &target, &opts)?, None)
+    };
     let manual = !matches!(target, Target::Child);
     let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
         for o in &opened {
@@ -229,30 +227,27 @@ fn run() -> Result<ExitCode, Fail> {
         Ok(())
     };
 
-    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
-    // (every rustc of the build) are already in it.
-    let usage_of = match what {
-        Run::Builtin => UsageWho::RUSAGE_SELF,
-        _ => UsageWho::RUSAGE_CHILDREN,
-    };
-    let before = rusage(usage_of);
     let mut exit = ExitCode::SUCCESS;
-    let start;
     let elapsed;
     match what {
         Run::Command => {
-            let mut cmd = Command::new(&a.command[0]);
-            cmd.args(&a.command[1..]);
-            if manual {
-                each(&|c| c.enable())?;
-            }
-            start = Instant::now();
-            let mut child = cmd.spawn().map_err(|e| {
-                Fail::Error(format!(
-                    "cannot run {}: {e}",
-                    a.command[0].to_string_lossy()
-                ))
-            })?;
+            let mut child = match child.take() {
+                Some(c) => c,
+                // -a or -p with a command: counted from now until it exits.
+                None => {
+                    each(&|c| c.enable())?;
+                    start = Instant::now();
+                    Command::new(&a.command[0])
+                        .args(&a.command[1..])
+                        .spawn()
+                        .map_err(|e| {
+                            Fail::Error(format!(
+                                "cannot run {}: {e}",
+                                a.command[0].to_string_lossy()
+                            ))
+                        })?
+                }
+            };
             let status = match a.duration {
                 None => child.wait(),
                 Some(d) => wait_until(&mut child, start + d, &interrupted),
@@ -449,6 +444,38 @@ fn run() -> Result<ExitCode, Fail> {
         );
     }
     Ok(exit)
+}
+
+/// Opens the counters of every spec on `target` (a group once per thread or CPU); `Err` when not
+/// one event could be opened.
+fn open_all(specs: &[Spec], target: &Target, opts: &Opts) -> Result<Vec<Opened>, Fail> {
+    let mut opened = Vec::with_capacity(specs.len());
+    for spec in specs {
+        opened.push(match spec.group {
+            Some((leader, 0)) => open_group(specs, leader, target, opts)?,
+            Some((leader, index)) => Opened::Member { leader, index },
+            None => open_event(spec, target, opts)?,
+        });
+    }
+    if !opened
+        .iter()
+        .any(|o| matches!(o, Opened::Counters { .. } | Opened::Group(_)))
+    {
+        if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
+            return Err(Fail::Error(format!(
+                "no event could be opened: {e}{}",
+                cli_hint(target)
+            )));
+        }
+        if opened.iter().any(|o| matches!(o, Opened::KernelOnly)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(Fail::Error(format!(
+                "no event could be opened: {}",
+                kernel_only_text(&names)
+            )));
+        }
+    }
+    Ok(opened)
 }
 
 /// The events of `-e`, or the default set.

@@ -339,6 +339,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod command;
 pub mod config;
 pub mod count;
 mod diagnose;
