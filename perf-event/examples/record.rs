@@ -157,7 +157,10 @@ fn run() -> Result<ExitCode, Fail> {
         Target::Child
     };
 
+    // The output first: a place it cannot be written fails before any counter is opened.
     keep_old(&a.output)?;
+    File::create(&a.output)
+        .map_err(|e| fail(format!("cannot create {}: {e}", a.output.display())))?;
 
     // Open, map, write the header; with a command, then spawn it (perf_event::command: the
     // counters start at its exec and follow its children).

@@ -584,6 +584,19 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // An output that cannot be written fails before any counter is opened: here a period every
+    // kernel refuses (2^63) would fail the open, and the error is the file's, named once.
+    let o = record(
+        &["-o", "/nonexistent/dir/x.data", "-c", "9223372036854775808", "--", "true"],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot create /nonexistent/dir/x.data: No such file or directory"),
+        "{err}"
+    );
+    assert_eq!(err.matches("x.data").count(), 1, "{err}");
     // The command's exit status is passed on.
     let o = record(&["-o", "f.data", "--", "sh", "-c", "exit 3"], &dir.0);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
