@@ -568,9 +568,10 @@ fn parse_specs(machine: &Machine, texts: &[String]) -> Result<Vec<Spec>, Fail> {
     let mut specs = Vec::new();
     for text in texts {
         let list = machine.parse(text).map_err(|e| {
+            // On a line of its own, so that the parser's pointer lines up.
             fail(format!(
-                "{e}\n(events are named as `perf list` prints them, e.g. cpu-clock, cycles:u, \
-                 page-faults; groups as {{cpu-clock,page-faults}})"
+                "cannot use -e {text}:\n{e}\n(events are named as `perf list` prints them, e.g. \
+                 cpu-clock, cycles:u, page-faults; groups as {{cpu-clock,page-faults}})"
             ))
         })?;
         let sizes: Vec<usize> = list.groups().map(<[_]>::len).collect();

@@ -556,10 +556,9 @@ fn event_error(name: &str, e: Error, picture: &str) -> String {
     let tracefs_unusable = perf_event::event::tp::tracefs()
         .map_or(true, |root| std::fs::read_dir(root.join("events")).is_err());
     if !tracepoint || !(e.kind() == io::ErrorKind::PermissionDenied || tracefs_unusable) {
-        return format!(
-            "{e}\n{picture}\n(names as `perf list` prints them; tracepoints as system:name, PMU \
-             events as pmu/terms/)"
-        );
+        // The parser's picture says it all (what, where, the nearest names, what is valid), once;
+        // on a line of its own, so that its pointer lines up.
+        return format!("cannot use -e {name}:\n{picture}");
     }
     match perf_event::event::tp::tracefs() {
         // Not mounted, and this user may not mount it: the library says where it looked and how.

@@ -569,6 +569,10 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         ),
         (&["-e", "no_such_event", "--", "true"], "no_such_event"),
         (
+            &["-e", "page-fautls", "--", "true"],
+            "did you mean 'page-faults'?",
+        ),
+        (
             &["-e", "{cpu-clock,task-clock", "--", "true"],
             "event syntax error",
         ),
@@ -587,7 +591,14 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
     // An output that cannot be written fails before any counter is opened: here a period every
     // kernel refuses (2^63) would fail the open, and the error is the file's, named once.
     let o = record(
-        &["-o", "/nonexistent/dir/x.data", "-c", "9223372036854775808", "--", "true"],
+        &[
+            "-o",
+            "/nonexistent/dir/x.data",
+            "-c",
+            "9223372036854775808",
+            "--",
+            "true",
+        ],
         &dir.0,
     );
     let err = text(&o.stderr);

@@ -351,10 +351,50 @@ fn bad_event_is_an_error_with_exit_1() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("no-such-event-xyz") && err.contains("cannot use event"),
+        err.contains("no-such-event-xyz") && err.contains("cannot use -e"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A misspelt event, PMU or term gets the nearest names, and the explanation is printed once.
+#[test]
+fn misspelt_events_get_the_nearest_names_once() {
+    for (e, near) in [
+        ("page-fautls", "did you mean 'page-faults'?"),
+        ("task_clock", "did you mean 'task-clock'?"),
+        ("msrr/tsc/", "did you mean 'msr'?"),
+        ("cpu-clock/perod=1/", "did you mean 'period'?"),
+    ] {
+        let o = stat(&["-e", e, "true"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.matches(near).count(), 1, "{e}: {err}");
+        // Each line of the explanation once.
+        let lines: Vec<&str> = err.lines().collect();
+        for l in &lines {
+            assert_eq!(
+                lines.iter().filter(|m| *m == l).count(),
+                1,
+                "{l:?} twice: {err}"
+            );
+        }
+        assert!(
+            !err.contains("perf list` prints"),
+            "two `perf list` hints: {err}"
+        );
+    }
+    // A tracepoint, where tracefs can be read.
+    let tracefs = Path::new("/sys/kernel/tracing/events/sched/sched_switch");
+    require!(
+        tracefs.exists(),
+        Skip::Environment,
+        "{} is not there (tracefs not mounted or not readable)",
+        tracefs.display()
+    );
+    let o = stat(&["-e", "sched:sched_swich", "true"]);
+    let err = text(&o.stderr);
+    assert!(err.contains("did you mean 'sched:sched_switch'?"), "{err}");
 }
 
 #[test]
