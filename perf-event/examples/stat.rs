@@ -782,14 +782,11 @@ fn paranoid_text() -> String {
 /// What the library's permission errors cannot know: what this tool's options change.
 fn cli_hint(target: &Target) -> String {
     match (paranoid_level(), target) {
-        (Some(p), Target::Cpus(_)) if p >= 1 => format!(
-            "\nhint: -a counts every task, which needs perf_event_paranoid <= 0 (it is {p}) or \
-             CAP_PERFMON; without -a, stat counts your own commands"
-        ),
-        (Some(p), _) if p >= 3 => format!(
-            "\nhint: perf_event_paranoid is {p}: no perf event is allowed to unprivileged users; \
-             run stat as root, or: sysctl kernel.perf_event_paranoid=2"
-        ),
+        // The library's error has said what CPU-wide counting needs; not again.
+        (Some(p), Target::Cpus(_)) if p >= 1 => {
+            "\nhint: -a counts every task; without -a, stat counts your own commands".to_owned()
+        }
+        // Level 3 and above: the library's error says whether this kernel refuses everything.
         _ => String::new(),
     }
 }
