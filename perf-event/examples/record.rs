@@ -131,10 +131,21 @@ impl Opened {
 type Writer = PerfDataWriter<BufWriter<File>>;
 
 fn run() -> Result<ExitCode, Fail> {
-    let a = args::parse(std::env::args_os().skip(1)).map_err(Fail::Usage)?;
+    let mut a = args::parse(std::env::args_os().skip(1)).map_err(Fail::Usage)?;
     if a.help {
         println!("{}", args::USAGE);
         return Ok(ExitCode::SUCCESS);
+    }
+    // As perf: a frequency above the kernel's limit is lowered to it, with a warning.
+    if let (Rate::Freq(f), Some(max)) = (a.rate, max_sample_rate()) {
+        if f > max {
+            eprintln!(
+                "record: -F {f} is above kernel.perf_event_max_sample_rate ({max} Hz): sampling at \
+                 {max} Hz (root can raise the limit: sysctl kernel.perf_event_max_sample_rate=N; \
+                 the kernel lowers it when sampling interrupts take too long)"
+            );
+            a.rate = Rate::Freq(max);
+        }
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
@@ -624,7 +635,11 @@ impl Unit {
 fn open(a: &Args, target: &Target, cpus: &[u32], exec: Option<&FromExec>) -> Result<Opened, Fail> {
     let machine = machine();
     let default = a.events.is_empty();
-    let mut specs = if default {
+    // perf's default: cycles, or cpu-clock without a hardware PMU (a VM), decided before the open
+    // so that any error names the event actually used.
+    let mut specs = if default && machine.core_pmus().is_empty() {
+        parse_specs(&machine, &["cpu-clock".to_owned()])?
+    } else if default {
         parse_specs(&machine, &["cycles".to_owned()])?
     } else {
         parse_specs(&machine, &a.events)?
@@ -829,6 +844,15 @@ fn alive(pid: u32) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next());
     !matches!(state, Some("Z" | "X" | "x") | None)
+}
+
+/// `kernel.perf_event_max_sample_rate`, when readable.
+fn max_sample_rate() -> Option<u64> {
+    fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn paranoid_text() -> String {

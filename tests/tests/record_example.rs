@@ -555,6 +555,7 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         &["--bogus", "true"],
         &["-m", "3", "--", "true"],
         &["-a", "-p", "1"],
+        &["-c", "9223372036854775808", "--", "true"],
     ] {
         let o = record(args, &dir.0);
         let err = text(&o.stderr);
@@ -588,14 +589,14 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
-    // An output that cannot be written fails before any counter is opened: here a period every
-    // kernel refuses (2^63) would fail the open, and the error is the file's, named once.
+    // An output that cannot be written fails before any counter is opened: here a user stack
+    // every kernel refuses would fail the open, and the error is the file's, named once.
     let o = record(
         &[
             "-o",
             "/nonexistent/dir/x.data",
-            "-c",
-            "9223372036854775808",
+            "-e",
+            "cpu-clock/call-graph=dwarf,stack-size=70000/",
             "--",
             "true",
         ],
@@ -616,6 +617,45 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
     let o = record(&["-o", "f.data", "--", "true"], &dir.0);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(dir.0.join("f.data.old").exists());
+}
+
+/// `-F` above `kernel.perf_event_max_sample_rate` is lowered to it with a warning that names `-F`,
+/// as perf does, and the file's event says so; no library type name reaches the user.
+#[test]
+fn a_frequency_above_the_limit_is_lowered_to_it() {
+    let Some(max) = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        tests::skip(
+            Skip::Environment,
+            "kernel.perf_event_max_sample_rate is unreadable",
+        );
+        return;
+    };
+    let dir = TempDir::new("maxfreq");
+    let hz = (max * 10).to_string();
+    let err = record_ok(&["-F", &hz, "-o", "f.data", "--", "true"], &dir.0, &[]);
+    assert!(
+        err.contains(&format!(
+            "-F {hz} is above kernel.perf_event_max_sample_rate ({max} Hz): sampling at {max} Hz"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("SampleOn"), "{err}");
+    let bytes = std::fs::read(dir.0.join("f.data")).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    let attr = &data.events()[0].attr;
+    assert_eq!(attr.freq(), 1);
+    assert_eq!(attr.sample_period_or_freq(), max);
+    // The default event is the one this machine has: cpu-clock without a hardware PMU.
+    let name = data.events()[0].name.clone().unwrap_or_default();
+    let expected = if tests::has_hardware_pmu() {
+        "cycles"
+    } else {
+        "cpu-clock"
+    };
+    assert!(name.starts_with(expected), "{name}");
 }
 
 /// As an unprivileged user at paranoid 2: the kernel is left out (user space only), and `-a` is

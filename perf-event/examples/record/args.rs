@@ -82,7 +82,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                 freq = Some(positive(&cli::value(&mut p, "HZ")?, "-F")?)
             }
             Arg::Short('c') | Arg::Long("count") => {
-                count = Some(positive(&cli::value(&mut p, "N")?, "-c")?)
+                let n = positive(&cli::value(&mut p, "N")?, "-c")?;
+                if n >> 63 != 0 {
+                    return Err(format!("-c {n}: a sample period must be below 2^63"));
+                }
+                count = Some(n)
             }
             Arg::Short('g') => a.call_graph = true,
             // `--call-graph=fp` is what -g means; other unwinders are not offered.
