@@ -49,11 +49,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
-use perf_core::record::{Mmap2File, Record};
+use perf_core::record::{CallchainContext, Mmap2File, Record};
 use perf_core::{ParseConfig, RawRecord};
 use perf_event::command::{self, FromExec};
 use perf_event::config::{
-    online_cpus, sibling, CallChain, Cpu, ExtraRecord, Inherit, Opts, Proc, SampleOn, UseBuildId,
+    online_cpus, sibling, BranchType, CallChain, Cpu, EntryFormat, ExtraRecord, Inherit, Lbr, Opts,
+    Proc, RegsMask, SampleOn, Size, TargetPriv, UseBuildId,
 };
 use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
@@ -63,7 +64,7 @@ use perf_event::sample::Sampler;
 use perf_event::Error;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use args::{Args, Rate};
+use args::{Args, CallGraph, Rate};
 use synth::Ids;
 
 /// Why the run stopped early: a usage error (exit 2) or a failure (exit 1).
@@ -342,6 +343,7 @@ fn prepare(
         cfg,
         build_ids: BTreeMap::new(),
         wakeups: 0,
+        fp_chains: (a.call_graph == Some(CallGraph::Fp)).then_some((0, 0)),
     };
     Ok(Prepared {
         opened,
@@ -375,6 +377,7 @@ fn finish(
             .push(BuildIdEntry::kernel(id, "[kernel.kallsyms]"));
     }
     let samples = rec.w.samples_written();
+    let fp_chains = rec.fp_chains;
     let wakeups = rec.wakeups;
     rec.w
         .finish(&features)
@@ -392,6 +395,9 @@ fn finish(
         size as f64 / (1024.0 * 1024.0),
         a.output.display()
     );
+    if let Some(w) = frame_pointer_warning(fp_chains, &a.command) {
+        eprintln!("{w}");
+    }
     Ok(())
 }
 
@@ -430,6 +436,8 @@ struct Recorder {
     build_ids: BTreeMap<String, Vec<u8>>,
     /// Passes that found records.
     wakeups: u64,
+    /// `-g`: samples with a user call chain, and those of them only 1 or 2 frames deep.
+    fp_chains: Option<(u64, u64)>,
 }
 
 impl Recorder {
@@ -476,6 +484,10 @@ impl Recorder {
 
     /// Keeps the build id of an MMAP2 record that carries one.
     fn note(&mut self, raw: &RawRecord<'_>) {
+        if raw.record_type() == sys::PERF_RECORD_SAMPLE {
+            self.note_chain(raw);
+            return;
+        }
         if raw.record_type() != sys::PERF_RECORD_MMAP2 || !raw.misc().mmap_build_id() {
             return;
         }
@@ -490,6 +502,56 @@ impl Recorder {
             }
         }
     }
+}
+
+impl Recorder {
+    /// With `-g`, counts the user call chains and the shallow ones (1-2 frames): see
+    /// [`frame_pointer_warning`].
+    fn note_chain(&mut self, raw: &RawRecord<'_>) {
+        let Some((chains, shallow)) = self.fp_chains.as_mut() else {
+            return;
+        };
+        let Ok(Record::Sample(s)) = raw.parse(&self.cfg) else {
+            return;
+        };
+        let Some(chain) = s.callchain() else {
+            return;
+        };
+        let user: usize = chain
+            .contexts()
+            .filter(|(c, _)| *c == CallchainContext::User)
+            .map(|(_, frames)| frames.len())
+            .sum();
+        if user > 0 {
+            *chains += 1;
+            *shallow += u64::from(user <= 2);
+        }
+    }
+}
+
+/// `-g` on code built without frame pointers (Rust release builds, C at -O2 on x86_64): the
+/// kernel's walk stops after the sampled function, or one frame above it. The heuristic: most
+/// user call chains (more than half, of at least 20) are 1 or 2 frames deep, where any program
+/// built with frame pointers shows its function, `main` and the C library's start-up frames
+/// below it (3 or more). `None` when the chains look whole.
+fn frame_pointer_warning(
+    fp_chains: Option<(u64, u64)>,
+    command: &[std::ffi::OsString],
+) -> Option<String> {
+    let (chains, shallow) = fp_chains?;
+    if chains < 20 || shallow * 2 <= chains {
+        return None;
+    }
+    let what = command.first().map_or_else(
+        || "the code sampled".to_owned(),
+        |c| c.to_string_lossy().into_owned(),
+    );
+    Some(format!(
+        "record: -g: {shallow} of {chains} user call chains are only 1-2 frames deep: {what} looks \
+         built without frame pointers (Rust release builds are, and C at -O2 on x86_64), which \
+         the kernel's -g walk needs. Record with --call-graph dwarf, or rebuild with frame \
+         pointers (RUSTFLAGS=\"-C force-frame-pointers=yes\"; -fno-omit-frame-pointer in C)"
+    ))
 }
 
 /// Waits until a ring has records to read (its wakeup watermark) or `timeout` passes.
@@ -518,13 +580,40 @@ fn base_opts(a: &Args, target: &Target) -> Opts {
     };
     o.sample_format.code_addr = true;
     o.sample_format.period = true;
-    if a.call_graph {
-        o.sample_format.call_chain = Some(CallChain {
-            exclude_user: false,
-            exclude_kernel: false,
-            defer_user: false,
-            max_stack_frames: 0,
-        });
+    let chain = |exclude_user| CallChain {
+        exclude_user,
+        exclude_kernel: false,
+        defer_user: false,
+        max_stack_frames: 0,
+    };
+    match a.call_graph {
+        None => {}
+        Some(CallGraph::Fp) => o.sample_format.call_chain = Some(chain(false)),
+        // As perf: the kernel's frames from the chain, the user's unwound from the registers and
+        // the stack copy, which needs every mapping (data too: perf finds .eh_frame_hdr through
+        // the non-executable mappings of the binary).
+        Some(CallGraph::Dwarf(size)) => {
+            o.sample_format.call_chain = Some(chain(true));
+            o.sample_format.user_regs = Some(RegsMask::DWARF_UNWIND);
+            o.sample_format.user_stack = Some(Size(size));
+            o.extra_record.mmap.data = true;
+        }
+        Some(CallGraph::Lbr) => {
+            o.sample_format.call_chain = Some(chain(false));
+            o.sample_format.lbr = Some(Lbr {
+                target_priv: Some(TargetPriv {
+                    user: true,
+                    kernel: false,
+                    hv: false,
+                }),
+                branch_type: BranchType {
+                    call_stack: true,
+                    ..BranchType::default()
+                },
+                hw_index: false,
+                entry_format: EntryFormat::default(),
+            });
+        }
     }
     // perf's layout for several CPUs: the id first (one ring may hold several counters' records),
     // task, time, CPU, on samples and, with sample_id_all, on every other record.
@@ -635,6 +724,15 @@ impl Unit {
 fn open(a: &Args, target: &Target, cpus: &[u32], exec: Option<&FromExec>) -> Result<Opened, Fail> {
     let machine = machine();
     let default = a.events.is_empty();
+    if a.call_graph == Some(CallGraph::Lbr) && machine.core_pmus().is_empty() {
+        let names: Vec<String> = machine.pmus().iter().map(|p| p.name().to_owned()).collect();
+        return Err(fail(format!(
+            "--call-graph lbr needs a hardware PMU with last-branch records (Intel CPUs); this \
+             machine has none (its PMUs: {}): use --call-graph dwarf, or fp for code built with \
+             frame pointers",
+            names.join(" ")
+        )));
+    }
     // perf's default: cycles, or cpu-clock without a hardware PMU (a VM), decided before the open
     // so that any error names the event actually used.
     let mut specs = if default && machine.core_pmus().is_empty() {
