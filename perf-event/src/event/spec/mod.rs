@@ -89,6 +89,7 @@ mod tests;
 pub use json::CpuId;
 pub use list::{Listed, ListedKind};
 pub(crate) use parser::tracepoint_suggestion;
+pub(crate) use suggest::did_you_mean;
 
 use std::fmt;
 use std::ops::Range;

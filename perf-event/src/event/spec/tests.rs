@@ -688,6 +688,9 @@ fn misspelt_names_get_the_nearest_ones() {
     }
     // Nothing near: no suggestion.
     assert!(!err(&m, "nosuch").message().contains("did you mean"));
+    // A PMU looked up by name.
+    let e = crate::event::pmu::Pmu::in_dir(&f.devices(), "msrr").unwrap_err();
+    assert!(e.to_string().contains("did you mean 'msr'?"), "{e}");
     // The crate's error carries it too.
     let e: crate::Error = err(&m, "page-fautls").into();
     assert!(e.to_string().contains("did you mean 'page-faults'?"), "{e}");
