@@ -64,17 +64,15 @@ impl FromExec {
     }
 
     /// `opts` for a counter that starts at the command's `exec` and follows its children and
-    /// threads: disabled, with `inherit` and `enable_on_exec`. `inherit` stays as set when it is
-    /// [`Inherit::NewThread`] (then only the command's threads are followed, not its children).
+    /// threads: disabled, with `inherit` ([`Inherit::NewChild`]: the command is a new process,
+    /// which [`Inherit::NewThread`] would not follow) and `enable_on_exec`.
     #[doc(alias = "enable_on_exec")]
     #[doc(alias = "inherit")]
     pub fn opts(&self, opts: &Opts) -> Opts {
         let mut o = opts.clone();
         o.enable = false;
         o.on_execve = Some(OnExecve::Enable);
-        if o.inherit.is_none() {
-            o.inherit = Some(Inherit::NewChild);
-        }
+        o.inherit = Some(Inherit::NewChild);
         o
     }
 
@@ -82,9 +80,7 @@ impl FromExec {
     /// as the leader is (a member counts while its leader does, so it needs no `enable_on_exec`).
     pub fn sibling_opts(&self, opts: &sibling::Opts) -> sibling::Opts {
         let mut o = opts.clone();
-        if o.inherit.is_none() {
-            o.inherit = Some(Inherit::NewChild);
-        }
+        o.inherit = Some(Inherit::NewChild);
         o
     }
 }

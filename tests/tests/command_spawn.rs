@@ -92,3 +92,30 @@ fn a_missing_program_and_an_open_error_are_reported() {
     .unwrap_err();
     assert!(matches!(e, Error::InvalidOption { .. }), "{e:?}");
 }
+
+/// A group follows the command too: the leader with `FromExec::opts`, a member with
+/// `FromExec::sibling_opts`; both count the command's children.
+#[test]
+fn a_group_follows_the_command() {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ls / > /dev/null; ls / > /dev/null"]);
+    let mut member = perf_event::config::sibling::Opts::default();
+    member.exclude.kernel = true;
+    member.enable = true;
+    let (mut child, group) = command::spawn(&mut cmd, |exec| {
+        let mut g = perf_event::count::CounterGroup::new(
+            Software::TaskClock,
+            (exec.target(), Cpu::ALL),
+            exec.opts(&user_opts()),
+        )?;
+        g.add(Software::PageFault, exec.sibling_opts(&member))?;
+        Ok::<_, Error>(g)
+    })
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let leader = group.leader().stat().unwrap().count;
+    let faults = group.siblings()[0].stat().unwrap().count;
+    println!("task-clock {leader} ns, page faults {faults}");
+    // Three execs' worth of page faults (the shell and two ls): far more than 10.
+    assert!(leader > 0 && faults > 10, "{leader} ns, {faults} faults");
+}
