@@ -570,16 +570,23 @@ impl Report {
     /// One JSON object per line, with perf's keys.
     pub fn json(&self) -> String {
         let mut s = String::new();
-        for row in &self.rows {
+        for (i, row) in self.rows.iter().enumerate() {
             let (value, unit) = Self::value_text(row, true);
             let (run, pct) = row.value.run_pct();
             let (mv, mu) = self
                 .metric(row)
                 .map_or((0.0, String::new()), |m| (m.value, m.unit));
+            // With -r, perf's spread follows the event: "variance" : 8.28.
+            let variance = self.runs.as_ref().map_or_else(String::new, |r| {
+                format!(
+                    "\"variance\" : {:.2}, ",
+                    r.noise.get(i).copied().unwrap_or(0.0)
+                )
+            });
             let _ = writeln!(
                 s,
-                "{{\"counter-value\" : {}, \"unit\" : {}, \"event\" : {}, \"event-runtime\" : {run}, \
-                 \"pcnt-running\" : {pct:.2}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
+                "{{\"counter-value\" : {}, \"unit\" : {}, \"event\" : {}, {variance}\"event-runtime\" : \
+                 {run}, \"pcnt-running\" : {pct:.2}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
                 json_str(&value),
                 json_str(unit),
                 json_str(&row.name),
@@ -895,6 +902,12 @@ mod tests {
             r.csv(",").starts_with("110,,page-faults,5.25%,10,100.00,"),
             "{}",
             r.csv(",")
+        );
+        assert!(
+            r.json()
+                .contains("\"event\" : \"page-faults\", \"variance\" : 5.25, \"event-runtime\""),
+            "{}",
+            r.json()
         );
     }
 }
