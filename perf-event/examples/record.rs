@@ -12,10 +12,10 @@
 //!   children) cannot be mapped when it counts on every CPU (`cpu = -1`), so, like `perf record`,
 //!   the event is opened once per online CPU, each with its own [`Sampler`]. With `-p`, the counters
 //!   of every thread on a CPU write into that CPU's ring ([`Sampler::attach`]).
-//! - **The command without unsafe code.** The counters are opened on **this** process (`pid` 0),
-//!   disabled, with `inherit` and `enable_on_exec`, right before the command is spawned: the
-//!   child's inherited copies start at its `exec` (whose COMM and MMAP2 records the kernel then
-//!   writes), and ours never run since this process never execs (see the stat example).
+//! - **The command without unsafe code.** [`perf_event::command::spawn`] opens the counters on a
+//!   helper thread (`pid` 0), disabled, with `inherit` and `enable_on_exec`, and spawns the
+//!   command from it: the child's inherited copies start at its `exec` (whose COMM and MMAP2
+//!   records the kernel then writes), and the helper's never run since it never execs.
 //! - **Events as perf names them.** `-e` is parsed by [`Machine`] in perf's grammar: each event of
 //!   a list is its own attr in the file, a group `{a,b}` is opened as one (with `:S`, the leader's
 //!   samples read the group and the members do not sample), and a hybrid CPU's generic event has
@@ -49,11 +49,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
-use perf_core::record::{Mmap2File, Record};
+use perf_core::record::{CallchainContext, Mmap2File, Record};
 use perf_core::{ParseConfig, RawRecord};
+use perf_event::command::{self, FromExec};
 use perf_event::config::{
-    online_cpus, sibling, CallChain, Cpu, ExtraRecord, Inherit, OnExecve, Opts, Proc, SampleOn,
-    UseBuildId,
+    online_cpus, sibling, BranchType, CallChain, Cpu, EntryFormat, ExtraRecord, Inherit, Lbr, Opts,
+    Proc, RegsMask, SampleOn, Size, TargetPriv, UseBuildId,
 };
 use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
@@ -63,7 +64,7 @@ use perf_event::sample::Sampler;
 use perf_event::Error;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use args::{Args, Rate};
+use args::{Args, CallGraph, Rate};
 use synth::Ids;
 
 /// Why the run stopped early: a usage error (exit 2) or a failure (exit 1).
@@ -74,6 +75,12 @@ enum Fail {
 
 fn fail(e: impl std::fmt::Display) -> Fail {
     Fail::Error(e.to_string())
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        fail(e)
+    }
 }
 
 fn main() -> ExitCode {
@@ -125,10 +132,21 @@ impl Opened {
 type Writer = PerfDataWriter<BufWriter<File>>;
 
 fn run() -> Result<ExitCode, Fail> {
-    let a = args::parse(std::env::args_os().skip(1)).map_err(Fail::Usage)?;
+    let mut a = args::parse(std::env::args_os().skip(1)).map_err(Fail::Usage)?;
     if a.help {
         println!("{}", args::USAGE);
         return Ok(ExitCode::SUCCESS);
+    }
+    // As perf: a frequency above the kernel's limit is lowered to it, with a warning.
+    if let (Rate::Freq(f), Some(max)) = (a.rate, max_sample_rate()) {
+        if f > max {
+            eprintln!(
+                "record: -F {f} is above kernel.perf_event_max_sample_rate ({max} Hz): sampling at \
+                 {max} Hz (root can raise the limit: sysctl kernel.perf_event_max_sample_rate=N; \
+                 the kernel lowers it when sampling interrupts take too long)"
+            );
+            a.rate = Rate::Freq(max);
+        }
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
@@ -151,8 +169,120 @@ fn run() -> Result<ExitCode, Fail> {
         Target::Child
     };
 
-    // Open (right before the command is spawned: no other thread of this process forks meanwhile).
-    let opened = open(&a, &target, &cpus)?;
+    // The output first: a place it cannot be written fails before any counter is opened.
+    keep_old(&a.output)?;
+    File::create(&a.output)
+        .map_err(|e| fail(format!("cannot create {}: {e}", a.output.display())))?;
+
+    // Open, map, write the header; with a command, then spawn it (perf_event::command: the
+    // counters start at its exec and follow its children).
+    let (prepared, child) = if matches!(target, Target::Child) {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        match command::spawn(&mut cmd, |exec| prepare(&a, &target, &cpus, Some(exec))) {
+            Ok((child, p)) => (p, Some(child)),
+            Err(e) => {
+                let _ = fs::remove_file(&a.output);
+                return Err(e);
+            }
+        }
+    } else {
+        (prepare(&a, &target, &cpus, None)?, None)
+    };
+    let Prepared {
+        opened,
+        samplers,
+        mut rec,
+        kernel_build_id,
+    } = prepared;
+    let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
+        for (_, c) in opened.counters() {
+            f(c).map_err(fail)?;
+        }
+        Ok(())
+    };
+    let manual = !matches!(target, Target::Child);
+    if manual {
+        each(&|c| c.enable())?;
+    }
+    // -a with a command: the command runs while every CPU is recorded, until it exits.
+    let child = match child {
+        None if !a.command.is_empty() => {
+            match Command::new(&a.command[0]).args(&a.command[1..]).spawn() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    drop(rec);
+                    let _ = fs::remove_file(&a.output);
+                    return Err(fail(format!(
+                        "cannot run {}: {e}",
+                        a.command[0].to_string_lossy()
+                    )));
+                }
+            }
+        }
+        c => c,
+    };
+    let mut exit = ExitCode::SUCCESS;
+    match child {
+        None => {
+            let pids = a.pids.clone();
+            rec.pump(&samplers, || {
+                interrupted.load(Ordering::Relaxed)
+                    || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
+            })?;
+        }
+        Some(mut child) => {
+            let mut status = None;
+            rec.pump(&samplers, || match try_wait(&mut child) {
+                Ok(Some(s)) => {
+                    status = Some(Ok(s));
+                    true
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    status = Some(Err(e));
+                    true
+                }
+            })?;
+            let status = match status {
+                Some(s) => s,
+                None => child.wait(),
+            }
+            .map_err(|e| fail(format!("waiting for the command: {e}")))?;
+            let code = match (status.code(), status.signal()) {
+                (Some(c), _) => c,
+                (None, Some(sig)) => 128 + sig,
+                _ => 1,
+            };
+            exit = ExitCode::from(code.clamp(0, 255) as u8);
+        }
+    }
+    if manual {
+        each(&|c| c.disable())?;
+    }
+    // The records written until the end: the command's exit, the last samples.
+    rec.drain(&samplers)?;
+    finish(&a, &samplers, rec, kernel_build_id)?;
+    Ok(exit)
+}
+
+/// The counters, their rings, and the file with what predates the recording written.
+struct Prepared {
+    opened: Opened,
+    samplers: Vec<Sampler>,
+    rec: Recorder,
+    kernel_build_id: Option<Vec<u8>>,
+}
+
+/// Opens the counters (on `exec`'s target when it follows a command), maps one ring per CPU, and
+/// writes the file's header and the records of what predates the recording.
+fn prepare(
+    a: &Args,
+    target: &Target,
+    cpus: &[u32],
+    exec: Option<&FromExec>,
+) -> Result<Prepared, Fail> {
+    let opened = open(a, target, cpus, exec)?;
     let samplers = map_rings(&opened, a.pages_exp)?;
     let counters = opened.counters();
     let &(_, first) = counters
@@ -180,7 +310,6 @@ fn run() -> Result<ExitCode, Fail> {
     };
 
     // The file, and what predates the recording.
-    keep_old(&a.output)?;
     let mut w = PerfDataWriter::create(&a.output, events.into_iter().map(|(_, e)| e).collect())
         .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     let mut kernel_build_id = None;
@@ -197,7 +326,7 @@ fn run() -> Result<ExitCode, Fail> {
             ),
         }
     }
-    let existing = match &target {
+    let existing = match target {
         Target::Child => Vec::new(),
         Target::AllCpus => synth::all_pids(),
         Target::Threads(_) => a.pids.clone(),
@@ -209,74 +338,30 @@ fn run() -> Result<ExitCode, Fail> {
     }
     w.finish_round().map_err(fail)?;
 
-    // Record.
-    let mut rec = Recorder {
+    let rec = Recorder {
         w,
         cfg,
         build_ids: BTreeMap::new(),
         wakeups: 0,
+        fp_chains: (a.call_graph == Some(CallGraph::Fp)).then_some((0, 0)),
     };
-    let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
-        for (_, c) in opened.counters() {
-            f(c).map_err(fail)?;
-        }
-        Ok(())
-    };
-    let manual = !matches!(target, Target::Child);
-    if manual {
-        each(&|c| c.enable())?;
-    }
-    let mut exit = ExitCode::SUCCESS;
-    if a.command.is_empty() {
-        let pids = a.pids.clone();
-        rec.pump(&samplers, || {
-            interrupted.load(Ordering::Relaxed)
-                || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
-        })?;
-    } else {
-        let mut child = match Command::new(&a.command[0]).args(&a.command[1..]).spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                drop(rec);
-                let _ = fs::remove_file(&a.output);
-                return Err(fail(format!(
-                    "cannot run {}: {e}",
-                    a.command[0].to_string_lossy()
-                )));
-            }
-        };
-        let mut status = None;
-        rec.pump(&samplers, || match try_wait(&mut child) {
-            Ok(Some(s)) => {
-                status = Some(Ok(s));
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                status = Some(Err(e));
-                true
-            }
-        })?;
-        let status = match status {
-            Some(s) => s,
-            None => child.wait(),
-        }
-        .map_err(|e| fail(format!("waiting for the command: {e}")))?;
-        let code = match (status.code(), status.signal()) {
-            (Some(c), _) => c,
-            (None, Some(sig)) => 128 + sig,
-            _ => 1,
-        };
-        exit = ExitCode::from(code.clamp(0, 255) as u8);
-    }
-    if manual {
-        each(&|c| c.disable())?;
-    }
-    // The records written until the end: the command's exit, the last samples.
-    rec.drain(&samplers)?;
+    Ok(Prepared {
+        opened,
+        samplers,
+        rec,
+        kernel_build_id,
+    })
+}
 
+/// Ends the file (features, build ids) and prints perf's summary.
+fn finish(
+    a: &Args,
+    samplers: &[Sampler],
+    rec: Recorder,
+    kernel_build_id: Option<Vec<u8>>,
+) -> Result<(), Fail> {
     let mut lost = 0u64;
-    for s in &samplers {
+    for s in samplers {
         let l = s.lost().map_err(fail)?;
         lost += l.lost_records + l.lost_samples;
     }
@@ -292,6 +377,7 @@ fn run() -> Result<ExitCode, Fail> {
             .push(BuildIdEntry::kernel(id, "[kernel.kallsyms]"));
     }
     let samples = rec.w.samples_written();
+    let fp_chains = rec.fp_chains;
     let wakeups = rec.wakeups;
     rec.w
         .finish(&features)
@@ -309,7 +395,10 @@ fn run() -> Result<ExitCode, Fail> {
         size as f64 / (1024.0 * 1024.0),
         a.output.display()
     );
-    Ok(exit)
+    if let Some(w) = frame_pointer_warning(fp_chains, &a.command) {
+        eprintln!("{w}");
+    }
+    Ok(())
 }
 
 /// `Child::try_wait`, retried when a signal interrupts it.
@@ -347,6 +436,8 @@ struct Recorder {
     build_ids: BTreeMap<String, Vec<u8>>,
     /// Passes that found records.
     wakeups: u64,
+    /// `-g`: samples with a user call chain, and those of them only 1 or 2 frames deep.
+    fp_chains: Option<(u64, u64)>,
 }
 
 impl Recorder {
@@ -393,6 +484,10 @@ impl Recorder {
 
     /// Keeps the build id of an MMAP2 record that carries one.
     fn note(&mut self, raw: &RawRecord<'_>) {
+        if raw.record_type() == sys::PERF_RECORD_SAMPLE {
+            self.note_chain(raw);
+            return;
+        }
         if raw.record_type() != sys::PERF_RECORD_MMAP2 || !raw.misc().mmap_build_id() {
             return;
         }
@@ -407,6 +502,56 @@ impl Recorder {
             }
         }
     }
+}
+
+impl Recorder {
+    /// With `-g`, counts the user call chains and the shallow ones (1-2 frames): see
+    /// [`frame_pointer_warning`].
+    fn note_chain(&mut self, raw: &RawRecord<'_>) {
+        let Some((chains, shallow)) = self.fp_chains.as_mut() else {
+            return;
+        };
+        let Ok(Record::Sample(s)) = raw.parse(&self.cfg) else {
+            return;
+        };
+        let Some(chain) = s.callchain() else {
+            return;
+        };
+        let user: usize = chain
+            .contexts()
+            .filter(|(c, _)| *c == CallchainContext::User)
+            .map(|(_, frames)| frames.len())
+            .sum();
+        if user > 0 {
+            *chains += 1;
+            *shallow += u64::from(user <= 2);
+        }
+    }
+}
+
+/// `-g` on code built without frame pointers (Rust release builds, C at -O2 on x86_64): the
+/// kernel's walk stops after the sampled function, or one frame above it. The heuristic: most
+/// user call chains (more than half, of at least 20) are 1 or 2 frames deep, where any program
+/// built with frame pointers shows its function, `main` and the C library's start-up frames
+/// below it (3 or more). `None` when the chains look whole.
+fn frame_pointer_warning(
+    fp_chains: Option<(u64, u64)>,
+    command: &[std::ffi::OsString],
+) -> Option<String> {
+    let (chains, shallow) = fp_chains?;
+    if chains < 20 || shallow * 2 <= chains {
+        return None;
+    }
+    let what = command.first().map_or_else(
+        || "the code sampled".to_owned(),
+        |c| c.to_string_lossy().into_owned(),
+    );
+    Some(format!(
+        "record: -g: {shallow} of {chains} user call chains are only 1-2 frames deep: {what} looks \
+         built without frame pointers (Rust release builds are, and C at -O2 on x86_64), which \
+         the kernel's -g walk needs. Record with --call-graph dwarf, or rebuild with frame \
+         pointers (RUSTFLAGS=\"-C force-frame-pointers=yes\"; -fno-omit-frame-pointer in C)"
+    ))
 }
 
 /// Waits until a ring has records to read (its wakeup watermark) or `timeout` passes.
@@ -435,13 +580,40 @@ fn base_opts(a: &Args, target: &Target) -> Opts {
     };
     o.sample_format.code_addr = true;
     o.sample_format.period = true;
-    if a.call_graph {
-        o.sample_format.call_chain = Some(CallChain {
-            exclude_user: false,
-            exclude_kernel: false,
-            defer_user: false,
-            max_stack_frames: 0,
-        });
+    let chain = |exclude_user| CallChain {
+        exclude_user,
+        exclude_kernel: false,
+        defer_user: false,
+        max_stack_frames: 0,
+    };
+    match a.call_graph {
+        None => {}
+        Some(CallGraph::Fp) => o.sample_format.call_chain = Some(chain(false)),
+        // As perf: the kernel's frames from the chain, the user's unwound from the registers and
+        // the stack copy, which needs every mapping (data too: perf finds .eh_frame_hdr through
+        // the non-executable mappings of the binary).
+        Some(CallGraph::Dwarf(size)) => {
+            o.sample_format.call_chain = Some(chain(true));
+            o.sample_format.user_regs = Some(RegsMask::DWARF_UNWIND);
+            o.sample_format.user_stack = Some(Size(size));
+            o.extra_record.mmap.data = true;
+        }
+        Some(CallGraph::Lbr) => {
+            o.sample_format.call_chain = Some(chain(false));
+            o.sample_format.lbr = Some(Lbr {
+                target_priv: Some(TargetPriv {
+                    user: true,
+                    kernel: false,
+                    hv: false,
+                }),
+                branch_type: BranchType {
+                    call_stack: true,
+                    ..BranchType::default()
+                },
+                hw_index: false,
+                entry_format: EntryFormat::default(),
+            });
+        }
     }
     // perf's layout for several CPUs: the id first (one ring may hold several counters' records),
     // task, time, CPU, on samples and, with sample_id_all, on every other record.
@@ -456,12 +628,9 @@ fn base_opts(a: &Args, target: &Target) -> Opts {
     o.extra_record.mmap.code = true;
     o.extra_record.mmap.ext = Some(UseBuildId(true));
     match target {
-        Target::Child => {
-            o.inherit = Some(Inherit::NewChild);
-            o.on_execve = Some(OnExecve::Enable);
-        }
+        // A command's: `FromExec::opts` (perf_event::command).
+        Target::Child | Target::AllCpus => {}
         Target::Threads(_) => o.inherit = Some(Inherit::NewChild),
-        Target::AllCpus => {}
     }
     o
 }
@@ -499,9 +668,10 @@ fn parse_specs(machine: &Machine, texts: &[String]) -> Result<Vec<Spec>, Fail> {
     let mut specs = Vec::new();
     for text in texts {
         let list = machine.parse(text).map_err(|e| {
+            // On a line of its own, so that the parser's pointer lines up.
             fail(format!(
-                "{e}\n(events are named as `perf list` prints them, e.g. cpu-clock, cycles:u, \
-                 page-faults; groups as {{cpu-clock,page-faults}})"
+                "cannot use -e {text}:\n{e}\n(events are named as `perf list` prints them, e.g. \
+                 cpu-clock, cycles:u, page-faults; groups as {{cpu-clock,page-faults}})"
             ))
         })?;
         let sizes: Vec<usize> = list.groups().map(<[_]>::len).collect();
@@ -551,15 +721,31 @@ impl Unit {
 /// Opens the events on every CPU for the target, falling back as perf does: `cycles` to
 /// `cpu-clock` without a hardware PMU, user space only when the kernel is not permitted, MMAP2
 /// without build ids on kernels before 5.12.
-fn open(a: &Args, target: &Target, cpus: &[u32]) -> Result<Opened, Fail> {
+fn open(a: &Args, target: &Target, cpus: &[u32], exec: Option<&FromExec>) -> Result<Opened, Fail> {
     let machine = machine();
     let default = a.events.is_empty();
-    let mut specs = if default {
+    if a.call_graph == Some(CallGraph::Lbr) && machine.core_pmus().is_empty() {
+        let names: Vec<String> = machine.pmus().iter().map(|p| p.name().to_owned()).collect();
+        return Err(fail(format!(
+            "--call-graph lbr needs a hardware PMU with last-branch records (Intel CPUs); this \
+             machine has none (its PMUs: {}): use --call-graph dwarf, or fp for code built with \
+             frame pointers",
+            names.join(" ")
+        )));
+    }
+    // perf's default: cycles, or cpu-clock without a hardware PMU (a VM), decided before the open
+    // so that any error names the event actually used.
+    let mut specs = if default && machine.core_pmus().is_empty() {
+        parse_specs(&machine, &["cpu-clock".to_owned()])?
+    } else if default {
         parse_specs(&machine, &["cycles".to_owned()])?
     } else {
         parse_specs(&machine, &a.events)?
     };
     let mut opts = base_opts(a, target);
+    if let Some(exec) = exec {
+        opts = exec.opts(&opts);
+    }
     let mut user_only = false;
     loop {
         match open_on(&specs, target, cpus, &opts) {
@@ -630,6 +816,7 @@ fn open_on(
     opts: &Opts,
 ) -> perf_event::Result<Vec<Vec<Unit>>> {
     let tasks = match target {
+        // `FromExec::target`: the helper thread that spawns the command.
         Target::Child => vec![Some(Proc::CURRENT)],
         // Every task.
         Target::AllCpus => vec![None],
@@ -755,6 +942,15 @@ fn alive(pid: u32) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next());
     !matches!(state, Some("Z" | "X" | "x") | None)
+}
+
+/// `kernel.perf_event_max_sample_rate`, when readable.
+fn max_sample_rate() -> Option<u64> {
+    fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn paranoid_text() -> String {

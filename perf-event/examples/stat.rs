@@ -9,12 +9,11 @@
 //! # Counting exactly a child, without unsafe code
 //!
 //! There is no safe way to run code between `fork` and `exec` (what `perf` does to open counters on
-//! the child before it runs). Instead the counters are opened on **this** thread (`pid` 0),
-//! disabled, with `inherit` (the child spawned next gets its own copies) and `enable_on_exec` (those
-//! copies start at the child's `exec`; this process never execs, so its own copies never count).
-//! When the child exits the kernel folds its counts into ours: one read after `wait` gives the
-//! command's totals from its exec to its exit, its threads and children included. The counters are
-//! opened right before the spawn, and no other thread of this process forks meanwhile.
+//! the child before it runs). Instead [`perf_event::command::spawn`] opens the counters on a helper
+//! thread (`pid` 0), disabled, with `inherit` (the child it spawns next gets its own copies) and
+//! `enable_on_exec` (those copies start at the child's `exec`; the helper never execs, so its own
+//! copies never count). When the child exits the kernel folds its counts into ours: one read after
+//! `wait` gives the command's totals from its exec to its exit, its threads and children included.
 //!
 //! Without a command, the counters are enabled around a built-in workload run on this thread (so
 //! the example prints real numbers anywhere), or, with `-p PID` or `--duration`, around a wait.
@@ -43,7 +42,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
-use perf_event::config::{online_cpus, sibling, Cpu, Inherit, OnExecve, Opts, Proc};
+use perf_event::command;
+use perf_event::config::{online_cpus, sibling, Cpu, Inherit, Opts, Proc};
 use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::spec::Machine;
 use perf_event::event::Event;
@@ -90,9 +90,16 @@ struct Spec {
     group: Option<(usize, usize)>,
 }
 
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Error(e.to_string())
+    }
+}
+
 /// Where the counters are opened.
 enum Target {
-    /// This thread, inherited by the child and enabled by its exec.
+    /// The thread that spawns the command (perf_event::command), inherited by the child and
+    /// enabled by its exec.
     Child,
     /// This thread, enabled around the built-in workload.
     Me,
@@ -177,42 +184,156 @@ fn run() -> Result<ExitCode, Fail> {
     let mut opts = Opts::default();
     opts.stat_format.time_enabled = true;
     opts.stat_format.time_running = true;
-    match target {
-        Target::Child => {
-            opts.inherit = Some(Inherit::NewChild);
-            opts.on_execve = Some(OnExecve::Enable);
-        }
-        Target::Threads(_) => opts.inherit = Some(Inherit::NewChild),
-        Target::Me | Target::Cpus(_) => {}
+    // A command's counters take `FromExec::opts` (perf_event::command).
+    if let Target::Threads(_) = target {
+        opts.inherit = Some(Inherit::NewChild);
     }
 
-    // Open every counter (as late as possible: right before what is measured starts).
-    let mut opened = Vec::with_capacity(specs.len());
-    for spec in &specs {
-        opened.push(match spec.group {
-            Some((leader, 0)) => open_group(&specs, leader, &target, &opts)?,
-            Some((leader, index)) => Opened::Member { leader, index },
-            None => open_event(spec, &target, &opts)?,
-        });
-    }
-    if !opened
-        .iter()
-        .any(|o| matches!(o, Opened::Counters { .. } | Opened::Group(_)))
-    {
-        if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
-            return Err(Fail::Error(format!(
-                "no event could be opened: {e}{}",
-                cli_hint(&target)
-            )));
-        }
-        if opened.iter().any(|o| matches!(o, Opened::KernelOnly)) {
-            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-            return Err(Fail::Error(format!(
-                "no event could be opened: {}",
-                kernel_only_text(&names)
-            )));
+    let runs = a.repeat.unwrap_or(1);
+    let mut measured = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let m = measure(&a, &specs, &target, &what, &opts, &interrupted, &mut out)?;
+        measured.push(m);
+        if interrupted.load(Ordering::Relaxed) {
+            break;
         }
     }
+
+    let title = match (&target, &what) {
+        (Target::Cpus(_), _) => "'system wide'".to_owned(),
+        (Target::Threads(_), _) => {
+            let pids: Vec<String> = a.pids.iter().map(u32::to_string).collect();
+            format!("process id '{}'", pids.join(","))
+        }
+        (_, Run::Builtin) => format!("'{}'", workload::TITLE),
+        _ => {
+            let words: Vec<String> = a
+                .command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
+            format!("'{}'", words.join(" "))
+        }
+    };
+    let Some(first) = measured.first() else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let exit = measured.last().map_or(ExitCode::SUCCESS, |m| m.exit);
+    // With -I the intervals were the output, as perf prints them.
+    if a.interval.is_none() {
+        let report = if measured.len() == 1 {
+            Report {
+                title,
+                rows: first.rows.clone(),
+                elapsed: first.elapsed,
+                user_sys: first.user_sys,
+                runs: None,
+            }
+        } else {
+            report::repeated(
+                title,
+                &measured
+                    .iter()
+                    .map(|m| (m.rows.clone(), m.elapsed))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        report
+            .write(&mut out, a.csv.as_deref(), a.json)
+            .map_err(|e| Fail::Error(format!("writing the counts: {e}")))?;
+    }
+    // What was not counted, and why: once, however many runs.
+    let Notes {
+        user_only,
+        denied,
+        kernel_only,
+        user_space_of_kernel_event,
+    } = &first.notes;
+    let kernel_only: Vec<&str> = kernel_only.iter().map(String::as_str).collect();
+    if !user_only.is_empty() {
+        eprintln!(
+            "stat: counting kernel space was not permitted ({}), so these count user space only \
+             (shown with :u): {}",
+            paranoid_text(),
+            user_only.join(", ")
+        );
+    }
+    for e in denied {
+        eprintln!("stat: not counted: {e}");
+    }
+    if !denied.is_empty() {
+        eprintln!("{}", cli_hint(&target).trim_start());
+    }
+    if !kernel_only.is_empty() {
+        eprintln!("stat: not counted: {}", kernel_only_text(&kernel_only));
+    }
+    if !user_space_of_kernel_event.is_empty() {
+        let one = user_space_of_kernel_event.len() == 1;
+        eprintln!(
+            "stat: {} {} user space only, where {} never {} (only the kernel has {}): 0 is all \
+             {} can count; drop the :u",
+            user_space_of_kernel_event.join(", "),
+            if one { "counts" } else { "count" },
+            if one { "this event" } else { "these events" },
+            if one { "happens" } else { "happen" },
+            if one { "it" } else { "them" },
+            if one { "it" } else { "they" },
+        );
+    }
+    Ok(exit)
+}
+
+/// What one run measured.
+struct Measured {
+    /// One row per event as written (per-PMU copies summed unless --no-merge).
+    rows: Vec<Row>,
+    elapsed: Duration,
+    user_sys: Option<(f64, f64)>,
+    exit: ExitCode,
+    notes: Notes,
+}
+
+/// What was not counted as asked, and why (printed after the counts).
+#[derive(Default)]
+struct Notes {
+    user_only: Vec<String>,
+    denied: Vec<String>,
+    kernel_only: Vec<String>,
+    user_space_of_kernel_event: Vec<String>,
+}
+
+/// Opens the counters, runs what is measured (printing `-I` intervals meanwhile), and reads them.
+fn measure(
+    a: &Args,
+    specs: &[Spec],
+    target: &Target,
+    what: &Run,
+    opts: &Opts,
+    interrupted: &AtomicBool,
+    out: &mut Box<dyn Write>,
+) -> Result<Measured, Fail> {
+    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
+    // (every rustc of the build) are already in it.
+    let usage_of = match what {
+        Run::Builtin => UsageWho::RUSAGE_SELF,
+        _ => UsageWho::RUSAGE_CHILDREN,
+    };
+    let before = rusage(usage_of);
+    // Open every counter (as late as possible: right before what is measured starts). A command
+    // counted from its exec is spawned by perf_event::command right after its counters open.
+    let mut start = Instant::now();
+    let (opened, mut child) = if matches!(target, Target::Child) {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        let (child, (opened, t)) = command::spawn(&mut cmd, |exec| {
+            let opened = open_all(specs, target, &exec.opts(opts))?;
+            Ok::<_, Fail>((opened, Instant::now()))
+        })?;
+        start = t;
+        (opened, Some(child))
+    } else {
+        (open_all(specs, target, opts)?, None)
+    };
     let manual = !matches!(target, Target::Child);
     let each = |f: &dyn Fn(&Counter) -> perf_event::Result<()>| -> Result<(), Fail> {
         for o in &opened {
@@ -229,36 +350,53 @@ fn run() -> Result<ExitCode, Fail> {
         Ok(())
     };
 
-    // A cumulative count: `cargo run` execs this program in cargo's process, whose children
-    // (every rustc of the build) are already in it.
-    let usage_of = match what {
-        Run::Builtin => UsageWho::RUSAGE_SELF,
-        _ => UsageWho::RUSAGE_CHILDREN,
-    };
-    let before = rusage(usage_of);
     let mut exit = ExitCode::SUCCESS;
-    let start;
     let elapsed;
     match what {
         Run::Command => {
-            let mut cmd = Command::new(&a.command[0]);
-            cmd.args(&a.command[1..]);
-            if manual {
-                each(&|c| c.enable())?;
-            }
-            start = Instant::now();
-            let mut child = cmd.spawn().map_err(|e| {
-                Fail::Error(format!(
-                    "cannot run {}: {e}",
-                    a.command[0].to_string_lossy()
-                ))
-            })?;
-            let status = match a.duration {
-                None => child.wait(),
-                Some(d) => wait_until(&mut child, start + d, &interrupted),
+            let mut child = match child.take() {
+                Some(c) => c,
+                // -a or -p with a command: counted from now until it exits.
+                None => {
+                    each(&|c| c.enable())?;
+                    start = Instant::now();
+                    Command::new(&a.command[0])
+                        .args(&a.command[1..])
+                        .spawn()
+                        .map_err(|e| {
+                            Fail::Error(format!(
+                                "cannot run {}: {e}",
+                                a.command[0].to_string_lossy()
+                            ))
+                        })?
+                }
+            };
+            let mut ticker = a.interval.map(|every| Ticker::new(start, every));
+            let mut failed = None;
+            let mut tick = || {
+                if let Some(t) = ticker.as_mut() {
+                    if let Err(e) = t.maybe_print(a, specs, &opened, out, false) {
+                        failed.get_or_insert(e);
+                    }
+                }
+            };
+            // A deadline past any run: -I without --duration waits for the command's exit.
+            let deadline = a
+                .duration
+                .map_or(start + Duration::from_secs(1 << 40), |d| start + d);
+            let status = match (a.duration, a.interval) {
+                (None, None) => child.wait(),
+                _ => wait_until(&mut child, deadline, interrupted, &mut tick),
             }
             .map_err(|e| Fail::Error(format!("waiting for the command: {e}")))?;
             elapsed = start.elapsed();
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            // perf prints the last, partial interval too.
+            if let Some(t) = ticker.as_mut() {
+                t.maybe_print(a, specs, &opened, out, true)?;
+            }
             if manual {
                 each(&|c| c.disable())?;
             }
@@ -280,7 +418,11 @@ fn run() -> Result<ExitCode, Fail> {
             each(&|c| c.enable())?;
             start = Instant::now();
             let deadline = a.duration.map(|d| start + d);
+            let mut ticker = a.interval.map(|every| Ticker::new(start, every));
             loop {
+                if let Some(t) = ticker.as_mut() {
+                    t.maybe_print(a, specs, &opened, out, false)?;
+                }
                 if interrupted.load(Ordering::Relaxed) {
                     break;
                 }
@@ -291,23 +433,47 @@ fn run() -> Result<ExitCode, Fail> {
                 if !a.pids.is_empty() && a.pids.iter().all(|&p| !alive(p)) {
                     break;
                 }
-                let step = Duration::from_millis(20);
+                let step = Duration::from_millis(if ticker.is_some() { 2 } else { 20 });
                 sleep(deadline.map_or(step, |d| step.min(d - now)));
             }
             elapsed = start.elapsed();
+            if let Some(t) = ticker.as_mut() {
+                t.maybe_print(a, specs, &opened, out, true)?;
+            }
             each(&|c| c.disable())?;
         }
     }
     let after = rusage(usage_of);
+    let (rows, keys, notes) = read_all(specs, &opened)?;
+    // As perf: the user and system time of what was started (a command, or the workload).
+    let user_sys = match (what, before, after) {
+        (Run::Command | Run::Builtin, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
+        _ => None,
+    };
+    // One row per event as written, its per-PMU copies summed, unless --no-merge.
+    let rows = if a.no_merge {
+        rows
+    } else {
+        report::merge(rows, &keys)
+    };
+    Ok(Measured {
+        rows,
+        elapsed,
+        user_sys,
+        exit,
+        notes,
+    })
+}
 
-    // Read and sum.
-    let mut rows = Vec::with_capacity(specs.len());
-    let mut keys = Vec::with_capacity(specs.len());
+/// Reads every counter: one row per spec, the keys that merge per-PMU copies, and the notes.
+fn read_all(specs: &[Spec], opened: &[Opened]) -> Result<(Vec<Row>, Vec<MergeKey>, Notes), Fail> {
     let mut user_only = Vec::new();
     let mut denied = Vec::new();
     let mut kernel_only = Vec::new();
     let mut user_space_of_kernel_event = Vec::new();
-    for (spec, o) in specs.iter().zip(&opened) {
+    let mut rows = Vec::with_capacity(specs.len());
+    let mut keys = Vec::with_capacity(specs.len());
+    for (spec, o) in specs.iter().zip(opened) {
         // Every member reads its own fd: its count and the group's times, children's included.
         let grouped: Vec<&Counter> = match o {
             Opened::Group(groups) => groups.iter().map(CounterGroup::leader).collect(),
@@ -360,7 +526,7 @@ fn run() -> Result<ExitCode, Fail> {
                 (spec.name.clone(), Value::NotPermitted)
             }
             Opened::KernelOnly => {
-                kernel_only.push(spec.name.as_str());
+                kernel_only.push(spec.name.clone());
                 (spec.name.clone(), Value::NotPermitted)
             }
         };
@@ -381,74 +547,48 @@ fn run() -> Result<ExitCode, Fail> {
         });
     }
 
-    let title = match (&target, &what) {
-        (Target::Cpus(_), _) => "'system wide'".to_owned(),
-        (Target::Threads(_), _) => {
-            let pids: Vec<String> = a.pids.iter().map(u32::to_string).collect();
-            format!("process id '{}'", pids.join(","))
-        }
-        (_, Run::Builtin) => format!("'{}'", workload::TITLE),
-        _ => {
-            let words: Vec<String> = a
-                .command
-                .iter()
-                .map(|w| w.to_string_lossy().into_owned())
-                .collect();
-            format!("'{}'", words.join(" "))
-        }
-    };
-    // As perf: the user and system time of what was started (a command, or the workload).
-    let user_sys = match (&what, before, after) {
-        (Run::Command | Run::Builtin, Some(b), Some(t)) => Some((t.user - b.user, t.sys - b.sys)),
-        _ => None,
-    };
-    // One row per event as written, its per-PMU copies summed, unless --no-merge.
-    let rows = if a.no_merge {
-        rows
-    } else {
-        report::merge(rows, &keys)
-    };
-    let report = Report {
-        title,
+    Ok((
         rows,
-        elapsed,
-        user_sys,
-    };
-    report
-        .write(&mut out, a.csv.as_deref(), a.json)
-        .map_err(|e| Fail::Error(format!("writing the counts: {e}")))?;
+        keys,
+        Notes {
+            user_only,
+            denied,
+            kernel_only,
+            user_space_of_kernel_event,
+        },
+    ))
+}
 
-    if !user_only.is_empty() {
-        eprintln!(
-            "stat: counting kernel space was not permitted ({}), so these count user space only \
-             (shown with :u): {}",
-            paranoid_text(),
-            user_only.join(", ")
-        );
+/// Opens the counters of every spec on `target` (a group once per thread or CPU); `Err` when not
+/// one event could be opened.
+fn open_all(specs: &[Spec], target: &Target, opts: &Opts) -> Result<Vec<Opened>, Fail> {
+    let mut opened = Vec::with_capacity(specs.len());
+    for spec in specs {
+        opened.push(match spec.group {
+            Some((leader, 0)) => open_group(specs, leader, target, opts)?,
+            Some((leader, index)) => Opened::Member { leader, index },
+            None => open_event(spec, target, opts)?,
+        });
     }
-    for e in &denied {
-        eprintln!("stat: not counted: {e}");
+    if !opened
+        .iter()
+        .any(|o| matches!(o, Opened::Counters { .. } | Opened::Group(_)))
+    {
+        if let Some(Opened::Denied(e)) = opened.iter().find(|o| matches!(o, Opened::Denied(_))) {
+            return Err(Fail::Error(format!(
+                "no event could be opened: {e}{}",
+                cli_hint(target)
+            )));
+        }
+        if opened.iter().any(|o| matches!(o, Opened::KernelOnly)) {
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            return Err(Fail::Error(format!(
+                "no event could be opened: {}",
+                kernel_only_text(&names)
+            )));
+        }
     }
-    if !denied.is_empty() {
-        eprintln!("{}", cli_hint(&target).trim_start());
-    }
-    if !kernel_only.is_empty() {
-        eprintln!("stat: not counted: {}", kernel_only_text(&kernel_only));
-    }
-    if !user_space_of_kernel_event.is_empty() {
-        let one = user_space_of_kernel_event.len() == 1;
-        eprintln!(
-            "stat: {} {} user space only, where {} never {} (only the kernel has {}): 0 is all \
-             {} can count; drop the :u",
-            user_space_of_kernel_event.join(", "),
-            if one { "counts" } else { "count" },
-            if one { "this event" } else { "these events" },
-            if one { "happens" } else { "happen" },
-            if one { "it" } else { "them" },
-            if one { "it" } else { "they" },
-        );
-    }
-    Ok(exit)
+    Ok(opened)
 }
 
 /// The events of `-e`, or the default set.
@@ -529,10 +669,9 @@ fn event_error(name: &str, e: Error, picture: &str) -> String {
     let tracefs_unusable = perf_event::event::tp::tracefs()
         .map_or(true, |root| std::fs::read_dir(root.join("events")).is_err());
     if !tracepoint || !(e.kind() == io::ErrorKind::PermissionDenied || tracefs_unusable) {
-        return format!(
-            "{e}\n{picture}\n(names as `perf list` prints them; tracepoints as system:name, PMU \
-             events as pmu/terms/)"
-        );
+        // The parser's picture says it all (what, where, the nearest names, what is valid), once;
+        // on a line of its own, so that its pointer lines up.
+        return format!("cannot use -e {name}:\n{picture}");
     }
     match perf_event::event::tp::tracefs() {
         // Not mounted, and this user may not mount it: the library says where it looked and how.
@@ -701,13 +840,99 @@ fn alive(pid: u32) -> bool {
     !matches!(state, Some("Z" | "X" | "x") | None)
 }
 
-/// Waits for `child` until `deadline` or Ctrl-C, then kills it.
+/// `-I`: prints the counts of each interval that has ended, as perf does.
+struct Ticker {
+    start: Instant,
+    every: Duration,
+    /// The end of the interval being counted.
+    next: Instant,
+    /// When the last printed interval ended (from `start`), and the counts then.
+    last: Duration,
+    before: Option<Vec<Row>>,
+    printed: usize,
+}
+
+impl Ticker {
+    fn new(start: Instant, every: Duration) -> Self {
+        Ticker {
+            start,
+            every,
+            next: start + every,
+            last: Duration::ZERO,
+            before: None,
+            printed: 0,
+        }
+    }
+
+    /// Prints the interval that has ended (or, with `last`, the one running now, unless empty).
+    fn maybe_print(
+        &mut self,
+        a: &Args,
+        specs: &[Spec],
+        opened: &[Opened],
+        out: &mut Box<dyn Write>,
+        last: bool,
+    ) -> Result<(), Fail> {
+        let now = Instant::now();
+        if !last && now < self.next {
+            return Ok(());
+        }
+        let at = now - self.start;
+        if last && at <= self.last {
+            return Ok(());
+        }
+        while self.next <= now {
+            self.next += self.every;
+        }
+        let (rows, keys, _) = read_all(specs, opened)?;
+        let rows = if a.no_merge {
+            rows
+        } else {
+            report::merge(rows, &keys)
+        };
+        let delta: Vec<Row> = match &self.before {
+            Some(before) => rows
+                .iter()
+                .zip(before)
+                .map(|(r, b)| Row {
+                    value: r.value.minus(b.value),
+                    ..r.clone()
+                })
+                .collect(),
+            None => rows.clone(),
+        };
+        let report = Report {
+            title: String::new(),
+            rows: delta,
+            elapsed: at - self.last,
+            user_sys: None,
+            runs: None,
+        };
+        // perf repeats its header every 25 intervals.
+        let text = report.interval(
+            at.as_secs_f64(),
+            a.csv.as_deref(),
+            self.printed.is_multiple_of(25),
+        );
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| Fail::Error(format!("writing the counts: {e}")))?;
+        self.printed += 1;
+        self.last = at;
+        self.before = Some(rows);
+        Ok(())
+    }
+}
+
+/// Waits for `child` until `deadline` or Ctrl-C, then kills it; `tick` runs every few ms.
 fn wait_until(
     child: &mut std::process::Child,
     deadline: Instant,
     interrupted: &AtomicBool,
+    tick: &mut dyn FnMut(),
 ) -> io::Result<std::process::ExitStatus> {
     loop {
+        tick();
         if let Some(status) = child.try_wait()? {
             return Ok(status);
         }
@@ -716,7 +941,7 @@ fn wait_until(
             let _ = child.kill();
             return child.wait();
         }
-        sleep(Duration::from_millis(5));
+        sleep(Duration::from_millis(2));
     }
 }
 
@@ -756,14 +981,11 @@ fn paranoid_text() -> String {
 /// What the library's permission errors cannot know: what this tool's options change.
 fn cli_hint(target: &Target) -> String {
     match (paranoid_level(), target) {
-        (Some(p), Target::Cpus(_)) if p >= 1 => format!(
-            "\nhint: -a counts every task, which needs perf_event_paranoid <= 0 (it is {p}) or \
-             CAP_PERFMON; without -a, stat counts your own commands"
-        ),
-        (Some(p), _) if p >= 3 => format!(
-            "\nhint: perf_event_paranoid is {p}: no perf event is allowed to unprivileged users; \
-             run stat as root, or: sysctl kernel.perf_event_paranoid=2"
-        ),
+        // The library's error has said what CPU-wide counting needs; not again.
+        (Some(p), Target::Cpus(_)) if p >= 1 => {
+            "\nhint: -a counts every task; without -a, stat counts your own commands".to_owned()
+        }
+        // Level 3 and above: the library's error says whether this kernel refuses everything.
         _ => String::new(),
     }
 }

@@ -117,6 +117,15 @@ pub(crate) fn check_fixed_rules(event: &str, a: &sys::perf_event_attr) -> Result
         }
     }
     let period = a.sample_period_or_freq();
+    if a.freq() == 1 && period == 0 {
+        return refuse(
+            "sample_on = SampleOn::Freq(0) (freq with sample_freq 0) never samples: the kernel \
+             takes a frequency of 0 as counting only, so no sampler could read it. Count with \
+             SampleOn::Count(0) (the default), or sample at a frequency above 0, e.g. \
+             SampleOn::Freq(1000)"
+                .to_owned(),
+        );
+    }
     if a.freq() == 0 && period >> 63 != 0 {
         return refuse(format!(
             "sample_on = SampleOn::Count({period}) (sample_period) is refused by every kernel: \
@@ -174,7 +183,7 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
     match errno {
         libc::EACCES | libc::EPERM => {
             let paranoid = paranoid();
-            let hint = permission_hint(req, paranoid);
+            let hint = permission_hint(req, paranoid, refuses_every_event);
             Error::Permission {
                 event,
                 paranoid,
@@ -279,7 +288,34 @@ fn diagnose(source: io::Error, req: &OpenRequest<'_>, cgroup_path: Option<PathBu
     }
 }
 
-fn permission_hint(req: &OpenRequest<'_>, paranoid: Option<i32>) -> String {
+/// Whether this kernel refuses every perf event to this process, as kernels carrying the
+/// Debian/Android patch do at `perf_event_paranoid` 3 and above (mainline has no such level: above
+/// 2 it acts as 2). Decided by what the kernel does, not by the level: the least any level allows,
+/// user-space task-clock of this thread, is opened (and closed at once).
+fn refuses_every_event() -> bool {
+    let mut a = sys::perf_event_attr {
+        type_: sys::PERF_TYPE_SOFTWARE,
+        size: crate::config::attr::ATTR_SIZE,
+        config: u64::from(sys::PERF_COUNT_SW_TASK_CLOCK),
+        ..Default::default()
+    };
+    a.set_disabled(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    let flags = u64::from(sys::PERF_FLAG_FD_CLOEXEC);
+    match sys::perf_event_open_mut(&mut a, 0, -1, None, flags) {
+        Ok(_fd) => false,
+        Err(e) => matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)),
+    }
+}
+
+/// What the permission error should say; `refuses_everything` is asked only at level 3 and above
+/// (see [`refuses_every_event`]).
+fn permission_hint(
+    req: &OpenRequest<'_>,
+    paranoid: Option<i32>,
+    refuses_everything: impl FnOnce() -> bool,
+) -> String {
     let level = paranoid.map_or_else(|| "unreadable".to_owned(), |p| p.to_string());
     let mut hint = format!("perf_event_paranoid is {level}");
     let cpu_wide = req.pid == -1 || req.cgroup;
@@ -289,8 +325,12 @@ fn permission_hint(req: &OpenRequest<'_>, paranoid: Option<i32>) -> String {
         hint.push_str(
             "; kprobe/uprobe events need CAP_PERFMON (or CAP_SYS_ADMIN) at every paranoid level",
         );
-    } else if paranoid.is_some_and(|p| p >= 3) {
-        hint.push_str("; level 3 forbids every unprivileged perf event");
+    } else if paranoid.is_some_and(|p| p >= 3) && refuses_everything() {
+        hint.push_str(
+            "; this kernel refuses every perf event to unprivileged users at level 3 and above \
+             (a Debian/Android restriction, not in mainline Linux): lower it to 2 to count your \
+             own processes in user space",
+        );
     } else if cpu_wide && paranoid.is_some_and(|p| p >= 1) {
         hint.push_str(
             "; CPU-wide and cgroup counting needs perf_event_paranoid <= 0 (or CAP_PERFMON)",
@@ -953,6 +993,13 @@ mod tests {
         // A frequency is checked against kernel.perf_event_max_sample_rate, after the open.
         a.set_freq(1);
         assert!(check_fixed_rules("e", &a).is_ok());
+        // A frequency of 0 is not sampling to the kernel: refused before the open.
+        a.__bindgen_anon_1.sample_freq = 0;
+        let e = check_fixed_rules("e", &a).unwrap_err().to_string();
+        assert!(
+            e.contains("SampleOn::Freq(0)") && e.contains("never samples"),
+            "{e}"
+        );
     }
 
     /// What a kernel without `config3`, `sig_data`, ... says: `E2BIG`, its own size written back.
@@ -1049,5 +1096,41 @@ mod tests {
         assert_eq!(cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
         assert_eq!(cpu_list(&[0]), "0");
         assert_eq!(cpu_list(&[]), "");
+    }
+
+    /// Level 3 and above: the Debian/Android advice only where the kernel refuses everything; on
+    /// mainline (where such levels act as 2) the advice of level 2.
+    #[test]
+    fn paranoid_3_advice_follows_what_the_kernel_refuses() {
+        let a = sys::perf_event_attr {
+            type_: sys::PERF_TYPE_SOFTWARE,
+            ..Default::default()
+        };
+        let req = OpenRequest {
+            event: "task-clock",
+            attr: &a,
+            pid: 0,
+            cpu: -1,
+            cgroup: false,
+            kernel_attr_size: None,
+        };
+        for level in [3, 4] {
+            let patched = permission_hint(&req, Some(level), || true);
+            assert!(
+                patched.contains(
+                    "refuses every perf event to unprivileged users at level 3 and above"
+                ) && patched.contains("Debian/Android"),
+                "{patched}"
+            );
+            let mainline = permission_hint(&req, Some(level), || false);
+            assert!(!mainline.contains("every perf event"), "{mainline}");
+            assert!(
+                mainline.contains("counting kernel space needs perf_event_paranoid <= 1"),
+                "{mainline}"
+            );
+        }
+        // Below 3 the kernel is not asked.
+        let two = permission_hint(&req, Some(2), || panic!("asked at level 2"));
+        assert!(two.contains("counting kernel space"), "{two}");
     }
 }

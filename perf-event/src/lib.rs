@@ -344,6 +344,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod command;
 mod compat;
 pub mod config;
 pub mod count;

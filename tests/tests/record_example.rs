@@ -105,11 +105,49 @@ int main(int argc, char **argv) {
 /// Compiles the test program into `dir` (frame pointers kept, so call chains reach `main`); `None`,
 /// after printing why, when there is no C compiler.
 fn busy_program(dir: &Path) -> Option<PathBuf> {
-    let src = dir.join("busy.c");
-    std::fs::write(&src, BUSY_C).unwrap();
-    let bin = dir.join("busy");
+    compile(dir, "busy", &["-O0", "-fno-omit-frame-pointer"])
+}
+
+/// A program whose hot function `leaf` is two calls below `main` (`main` -> `top` -> `mid` ->
+/// `leaf`), for call chains; it runs for argv[1] seconds of CPU time.
+const CALLS_C: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) unsigned long leaf(unsigned long n) {
+    unsigned long x = 1;
+    for (unsigned long i = 0; i < n; i++) x = (x ^ i) * 3 + 1;
+    return x;
+}
+__attribute__((noinline)) unsigned long mid(unsigned long n) { sink += 1; return leaf(n) + sink; }
+__attribute__((noinline)) unsigned long top(unsigned long n) { sink += 2; return mid(n) + sink; }
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 0.3;
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    do {
+        sink += top(10000000 + (sink & 1));
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < secs);
+    return 0;
+}
+"#;
+
+/// Compiles the test program into `dir/name` with `flags`; `None`, after printing why, when there
+/// is no C compiler.
+fn compile(dir: &Path, name: &str, flags: &[&str]) -> Option<PathBuf> {
+    compile_source(dir, name, BUSY_C, flags)
+}
+
+/// Compiles `source` into `dir/name` with `flags`; `None`, after printing why, when there is no C
+/// compiler.
+fn compile_source(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Option<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
     let out = Command::new("cc")
-        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .output();
@@ -555,6 +593,7 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         &["--bogus", "true"],
         &["-m", "3", "--", "true"],
         &["-a", "-p", "1"],
+        &["-c", "9223372036854775808", "--", "true"],
     ] {
         let o = record(args, &dir.0);
         let err = text(&o.stderr);
@@ -568,6 +607,10 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
             "cannot run /nonexistent/command",
         ),
         (&["-e", "no_such_event", "--", "true"], "no_such_event"),
+        (
+            &["-e", "page-fautls", "--", "true"],
+            "did you mean 'page-faults'?",
+        ),
         (
             &["-e", "{cpu-clock,task-clock", "--", "true"],
             "event syntax error",
@@ -584,6 +627,26 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // An output that cannot be written fails before any counter is opened: here a user stack
+    // every kernel refuses would fail the open, and the error is the file's, named once.
+    let o = record(
+        &[
+            "-o",
+            "/nonexistent/dir/x.data",
+            "-e",
+            "cpu-clock/call-graph=dwarf,stack-size=70000/",
+            "--",
+            "true",
+        ],
+        &dir.0,
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot create /nonexistent/dir/x.data: No such file or directory"),
+        "{err}"
+    );
+    assert_eq!(err.matches("x.data").count(), 1, "{err}");
     // The command's exit status is passed on.
     let o = record(&["-o", "f.data", "--", "sh", "-c", "exit 3"], &dir.0);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
@@ -592,6 +655,157 @@ fn bad_arguments_exit_2_and_failures_exit_1() {
     let o = record(&["-o", "f.data", "--", "true"], &dir.0);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(dir.0.join("f.data.old").exists());
+}
+
+/// Of the samples in `leaf` (of [`CALLS_C`]), how many perf unwinds to `mid`, `top` and `main`
+/// above it (DWARF from the recorded stack, or the kernel's frame-pointer walk), and how many there
+/// are.
+fn callers_in_perf_script(file: &Path) -> (usize, usize) {
+    let out = perf(&["script", "-F", "ip,sym"], file);
+    let text = text(&out.stdout);
+    let (mut with_main, mut total) = (0, 0);
+    // Each sample: one line per frame, `ADDRESS SYMBOL`, and a blank line after.
+    for sample in text.split("\n\n") {
+        let frames: Vec<&str> = sample
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        if frames.first() == Some(&"leaf") {
+            total += 1;
+            with_main += usize::from(frames.get(1..4) == Some(&["mid", "top", "main"][..]));
+        }
+    }
+    (with_main, total)
+}
+
+/// `--call-graph` as perf takes it: `dwarf` (a separate word, not a program to run) and
+/// `=dwarf,SIZE` record the user registers, the stack and the data mappings, so that perf unwinds
+/// code built without frame pointers past the sampled function; `-g` on such code warns once;
+/// `lbr` without a hardware PMU is refused with the reason.
+#[test]
+fn call_graphs_as_perf_takes_them() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "perf is not installed (linux-perf)"
+    );
+    let dir = TempDir::new("callgraph");
+    let Some(nofp) = compile_source(&dir.0, "nofp", CALLS_C, &["-O2", "-fomit-frame-pointer"])
+    else {
+        return;
+    };
+    let nofp = nofp.to_str().unwrap();
+    for (args, stack) in [
+        (&["--call-graph", "dwarf"][..], 8192),
+        (&["--call-graph=dwarf,16380"][..], 16384),
+    ] {
+        let mut all = vec!["-F", "999", "-o", "dw.data"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", nofp, "0.3"]);
+        let err = record_ok(&all, &dir.0, &[]);
+        assert!(summary_samples(&err) > 0, "{err}");
+        let file = dir.0.join("dw.data");
+        let bytes = std::fs::read(&file).unwrap();
+        let data = PerfData::parse(&bytes).unwrap();
+        let attr = &data.events()[0].attr;
+        assert_eq!(attr.sample_stack_user, stack, "{args:?}");
+        assert_eq!(
+            attr.mmap_data(),
+            1,
+            "{args:?}: the data mappings are recorded"
+        );
+        assert_eq!(attr.exclude_callchain_user(), 1, "{args:?}");
+        let (with_main, total) = callers_in_perf_script(&file);
+        println!("{args:?}: {with_main} of {total} leaf samples unwound to mid;top;main");
+        assert!(total >= 20, "{total} leaf samples");
+        assert!(
+            with_main * 10 >= total * 9,
+            "{args:?}: perf unwound only {with_main} of {total} samples past the leaf"
+        );
+    }
+    // -g on the same program: the kernel's walk stops at the leaf, and the tool says why, once.
+    let err = record_ok(
+        &["-F", "999", "-g", "-o", "fp.data", "--", nofp, "0.3"],
+        &dir.0,
+        &[],
+    );
+    assert_eq!(err.matches("--call-graph dwarf").count(), 1, "{err}");
+    assert!(err.contains("-C force-frame-pointers=yes"), "{err}");
+    let (with_main, total) = callers_in_perf_script(&dir.0.join("fp.data"));
+    println!("-g: {with_main} of {total} leaf samples unwound to mid;top;main");
+    // With frame pointers: whole chains, no warning.
+    let Some(fp) = compile_source(&dir.0, "fp", CALLS_C, &["-O2", "-fno-omit-frame-pointer"])
+    else {
+        return;
+    };
+    let err = record_ok(
+        &[
+            "-F",
+            "999",
+            "-g",
+            "-o",
+            "fp.data",
+            "--",
+            fp.to_str().unwrap(),
+            "0.3",
+        ],
+        &dir.0,
+        &[],
+    );
+    assert!(!err.contains("frame pointers"), "{err}");
+    // Bad modes are usage errors; lbr needs a hardware PMU.
+    for bad in ["foo", "dwarf,70000", "fp,8"] {
+        let o = record(&["--call-graph", bad, "--", "true"], &dir.0);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o.stderr));
+    }
+    if !tests::has_hardware_pmu() {
+        let o = record(&["--call-graph", "lbr", "--", "true"], &dir.0);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("--call-graph lbr needs a hardware PMU"),
+            "{err}"
+        );
+    }
+}
+
+/// `-F` above `kernel.perf_event_max_sample_rate` is lowered to it with a warning that names `-F`,
+/// as perf does, and the file's event says so; no library type name reaches the user.
+#[test]
+fn a_frequency_above_the_limit_is_lowered_to_it() {
+    let Some(max) = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        tests::skip(
+            Skip::Environment,
+            "kernel.perf_event_max_sample_rate is unreadable",
+        );
+        return;
+    };
+    let dir = TempDir::new("maxfreq");
+    let hz = (max * 10).to_string();
+    let err = record_ok(&["-F", &hz, "-o", "f.data", "--", "true"], &dir.0, &[]);
+    assert!(
+        err.contains(&format!(
+            "-F {hz} is above kernel.perf_event_max_sample_rate ({max} Hz): sampling at {max} Hz"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("SampleOn"), "{err}");
+    let bytes = std::fs::read(dir.0.join("f.data")).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    let attr = &data.events()[0].attr;
+    assert_eq!(attr.freq(), 1);
+    assert_eq!(attr.sample_period_or_freq(), max);
+    // The default event is the one this machine has: cpu-clock without a hardware PMU.
+    let name = data.events()[0].name.clone().unwrap_or_default();
+    let expected = if tests::has_hardware_pmu() {
+        "cycles"
+    } else {
+        "cpu-clock"
+    };
+    assert!(name.starts_with(expected), "{name}");
 }
 
 /// As an unprivileged user at paranoid 2: the kernel is left out (user space only), and `-a` is

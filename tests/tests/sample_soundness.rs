@@ -537,14 +537,20 @@ fn period_and_frequency_changes_say_what_the_kernel_refuses() {
     let msg = s.set_period(1 << 63).unwrap_err().to_string();
     assert!(msg.contains("below 2^63"), "{msg}");
     s.set_period(2).unwrap();
-    // SampleOn::Freq(0) is not sampling to the kernel (a ring for side-band records only).
+    // SampleOn::Freq(0) is not sampling to the kernel: refused at the open, not at sampler().
     let mut o = fault_opts();
     o.sample_on = SampleOn::Freq(0);
     o.extra_record.comm = true;
-    let c = Counter::new(Software::CpuClock, (Proc::CURRENT, Cpu::ALL), &o).unwrap();
-    let s = c.sampler(2).unwrap();
-    let msg = s.set_frequency(100).unwrap_err().to_string();
-    assert!(msg.contains("SampleOn::Freq(0)"), "{msg}");
+    let e = Counter::new(Software::CpuClock, (Proc::CURRENT, Cpu::ALL), &o).unwrap_err();
+    assert!(
+        matches!(e, perf_event::Error::InvalidOption { .. }),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("SampleOn::Freq(0)") && msg.contains("SampleOn::Count(0)"),
+        "{msg}"
+    );
 }
 
 /// Collected by the stress test's readers of the normal ring.

@@ -20,7 +20,13 @@ options:
                             hybrid CPU's cycles is opened once per core PMU, each on its CPUs
   -F, --freq HZ             sample at this average frequency (default: 4000)
   -c, --count N             sample every N events instead (a period)
-  -g, --call-graph          record call chains (frame pointers)
+  -g                        record call chains by frame pointers (--call-graph fp); warns
+                            when most user chains are 1-2 frames deep (no frame pointers)
+      --call-graph MODE     record call chains, as perf: fp (frame pointers, walked by the
+                            kernel), dwarf[,SIZE] (the user registers and SIZE bytes of user
+                            stack, default 8192, at most 65528, for perf report to unwind: for
+                            code built without frame pointers, such as Rust release builds), or
+                            lbr (the CPU's last-branch records: Intel hardware PMUs only)
   -o, --output FILE         the file to write (default: perf.data; an old one becomes perf.data.old)
   -a, --all-cpus            system-wide: every task on every online CPU
   -p, --pid PID[,PID...]    attach to running processes (all their threads) until they exit or Ctrl-C
@@ -30,6 +36,49 @@ options:
 exit status: CMD's own (0 without CMD); 1 when recording fails; 2 for bad arguments.
 environment: PERF_EVENT_PMU_ROOT=DIR reads the PMUs from DIR instead of
 /sys/bus/event_source/devices (the tests stand in for a hybrid CPU so).";
+
+/// How call chains are recorded (`-g`, `--call-graph`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// Frame pointers, walked by the kernel.
+    Fp,
+    /// User registers and this many bytes of user stack, unwound offline with DWARF CFI.
+    Dwarf(u32),
+    /// The last-branch-record call stack.
+    Lbr,
+}
+
+/// perf's default user stack copy for `dwarf`.
+const DWARF_DEFAULT: u32 = 8192;
+/// The kernel's largest `sample_stack_user` (below 65535, a multiple of 8).
+const DWARF_MAX: u32 = 65528;
+
+/// `fp`, `dwarf`, `dwarf,SIZE` or `lbr`, as perf takes them (`SIZE` rounded up to a multiple of 8).
+pub fn call_graph(s: &str) -> Result<CallGraph, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, size)) => (m, Some(size)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("lbr", None) => Ok(CallGraph::Lbr),
+        ("dwarf", None) => Ok(CallGraph::Dwarf(DWARF_DEFAULT)),
+        ("dwarf", Some(size)) => match size.trim().parse::<u32>() {
+            Ok(n) if n > 0 && n.div_ceil(8) * 8 <= DWARF_MAX => {
+                Ok(CallGraph::Dwarf(n.div_ceil(8) * 8))
+            }
+            _ => Err(format!(
+                "--call-graph dwarf,{size}: the stack size must be from 8 to {DWARF_MAX} bytes"
+            )),
+        },
+        ("fp" | "lbr", Some(_)) => Err(format!(
+            "--call-graph {s}: only dwarf takes a size (dwarf,SIZE)"
+        )),
+        _ => Err(format!(
+            "--call-graph {s}: the mode is fp, dwarf[,SIZE] or lbr"
+        )),
+    }
+}
 
 /// How often to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +93,7 @@ pub struct Args {
     /// The `-e` texts, in order (empty: the default event).
     pub events: Vec<String>,
     pub rate: Rate,
-    pub call_graph: bool,
+    pub call_graph: Option<CallGraph>,
     pub output: PathBuf,
     pub all_cpus: bool,
     pub pids: Vec<u32>,
@@ -59,7 +108,7 @@ impl Default for Args {
         Args {
             events: Vec::new(),
             rate: Rate::Freq(4000),
-            call_graph: false,
+            call_graph: None,
             output: PathBuf::from("perf.data"),
             all_cpus: false,
             pids: Vec::new(),
@@ -82,20 +131,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                 freq = Some(positive(&cli::value(&mut p, "HZ")?, "-F")?)
             }
             Arg::Short('c') | Arg::Long("count") => {
-                count = Some(positive(&cli::value(&mut p, "N")?, "-c")?)
-            }
-            Arg::Short('g') => a.call_graph = true,
-            // `--call-graph=fp` is what -g means; other unwinders are not offered.
-            Arg::Long("call-graph") => match p.optional_value() {
-                None => a.call_graph = true,
-                Some(v) if v == "fp" => a.call_graph = true,
-                Some(other) => {
-                    return Err(format!(
-                        "--call-graph={} is not supported: only frame pointers (fp)",
-                        other.to_string_lossy()
-                    ))
+                let n = positive(&cli::value(&mut p, "N")?, "-c")?;
+                if n >> 63 != 0 {
+                    return Err(format!("-c {n}: a sample period must be below 2^63"));
                 }
-            },
+                count = Some(n)
+            }
+            Arg::Short('g') => a.call_graph = Some(CallGraph::Fp),
+            // `--call-graph dwarf` and `--call-graph=dwarf,16384`: the mode is required, as in
+            // perf (so that `--call-graph dwarf CMD` never runs a program called dwarf).
+            Arg::Long("call-graph") => {
+                a.call_graph = Some(call_graph(&cli::value(&mut p, "MODE")?)?)
+            }
             Arg::Short('o') | Arg::Long("output") => {
                 a.output = PathBuf::from(cli::value(&mut p, "FILE")?)
             }

@@ -23,6 +23,11 @@ options:
   -p, --pid PID[,PID...]        attach to running processes (all their threads) until they exit,
                                 Ctrl-C, the end of CMD, or --duration
       --duration SECS           stop after SECS seconds (kills CMD if it still runs)
+  -r, --repeat N                run CMD (or the built-in workload) N times and print the means,
+                                each with its variation as perf prints it: ( +-  1.23% ), the
+                                standard deviation of the mean in percent of the mean
+  -I, --interval-print MS       print the counts of every MS milliseconds (at least 10) while
+                                CMD, -p or -a --duration runs, one line per event, as perf does
   -x, --field-separator SEP     CSV: value,unit,event,run time,% running,metric value,metric unit
   -j, --json                    one JSON object per event
       --no-merge                one row per PMU for an event counted on several (a hybrid CPU's
@@ -40,6 +45,10 @@ pub struct Args {
     pub all_cpus: bool,
     pub pids: Vec<u32>,
     pub duration: Option<Duration>,
+    /// `-r N`: how many runs.
+    pub repeat: Option<usize>,
+    /// `-I MS`: print every interval.
+    pub interval: Option<Duration>,
     pub csv: Option<String>,
     pub json: bool,
     pub no_merge: bool,
@@ -61,6 +70,24 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                 a.pids.extend(cli::pids(&cli::value(&mut p, "PID")?)?)
             }
             Arg::Long("duration") => a.duration = Some(duration(&cli::value(&mut p, "SECS")?)?),
+            Arg::Short('r') | Arg::Long("repeat") => {
+                let v = cli::value(&mut p, "N")?;
+                match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=100_000).contains(&n) => a.repeat = Some(n),
+                    _ => return Err(format!("-r needs a number of runs from 1, not '{v}'")),
+                }
+            }
+            Arg::Short('I') | Arg::Long("interval-print") => {
+                let v = cli::value(&mut p, "MS")?;
+                match v.trim().parse::<u64>() {
+                    Ok(ms) if ms >= 10 => a.interval = Some(Duration::from_millis(ms)),
+                    _ => {
+                        return Err(format!(
+                            "-I needs an interval of at least 10 milliseconds, not '{v}'"
+                        ))
+                    }
+                }
+            }
             Arg::Short('x') | Arg::Long("field-separator") => {
                 a.csv = Some(cli::value(&mut p, "SEP")?)
             }
@@ -88,6 +115,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     }
     if a.all_cpus && !a.pids.is_empty() {
         return Err("-a and -p cannot be combined".into());
+    }
+    if a.repeat.is_some_and(|n| n > 1) && !a.pids.is_empty() {
+        return Err("-r repeats a command: it cannot be combined with -p".into());
+    }
+    if a.interval.is_some() && a.repeat.is_some_and(|n| n > 1) {
+        return Err("-I and -r cannot be combined".into());
+    }
+    if a.interval.is_some() && a.json {
+        return Err("-I prints lines of text or CSV: it cannot be combined with --json".into());
+    }
+    if a.interval.is_some() && a.command.is_empty() && a.pids.is_empty() && a.duration.is_none() {
+        return Err(
+            "-I needs a command, -p PID, or --duration (something that runs a while)".into(),
+        );
     }
     Ok(a)
 }

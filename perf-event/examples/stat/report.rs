@@ -114,6 +114,43 @@ impl Value {
         }
     }
 
+    /// The count since `before` (an earlier read of the same counters): `-I`'s interval value.
+    /// Counts scaled for multiplexing subtract as scaled values.
+    pub fn minus(self, before: Self) -> Self {
+        let (s0, e0, r0) = match before {
+            Self::Counted {
+                scaled,
+                enabled,
+                running,
+            } => (scaled, enabled, running),
+            Self::NotCounted { enabled, running } => (0.0, enabled, running),
+            Self::NotSupported | Self::NotPermitted => (0.0, 0, 0),
+        };
+        match self {
+            Self::Counted {
+                scaled,
+                enabled,
+                running,
+            } => {
+                let (enabled, running) = (enabled.saturating_sub(e0), running.saturating_sub(r0));
+                if enabled == 0 || running == 0 {
+                    Self::NotCounted { enabled, running }
+                } else {
+                    Self::Counted {
+                        scaled: (scaled - s0).max(0.0),
+                        enabled,
+                        running,
+                    }
+                }
+            }
+            Self::NotCounted { enabled, running } => Self::NotCounted {
+                enabled: enabled.saturating_sub(e0),
+                running: running.saturating_sub(r0),
+            },
+            v => v,
+        }
+    }
+
     fn counted(&self) -> Option<f64> {
         match *self {
             Self::Counted { scaled, .. } => Some(scaled),
@@ -197,6 +234,98 @@ pub struct Report {
     pub elapsed: Duration,
     /// User and system CPU seconds of what ran, when known.
     pub user_sys: Option<(f64, f64)>,
+    /// With `-r`: the means of several runs (the rows and `elapsed` hold the means).
+    pub runs: Option<Runs>,
+}
+
+/// The spread of `-r N` runs, as perf prints it.
+#[derive(Debug)]
+pub struct Runs {
+    pub count: usize,
+    /// Per row: the standard deviation of the mean in percent of the mean (0 when not counted).
+    pub noise: Vec<f64>,
+    /// The standard deviation of the mean elapsed time, in seconds.
+    pub elapsed_sd: f64,
+}
+
+/// Mean and standard deviation of the mean, as perf's `stddev_stats` computes them (the sample
+/// variance over n - 1, divided by n).
+pub fn mean_and_sd(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
+}
+
+/// The report of several runs (`-r`): each row's mean and spread, the mean elapsed time. `runs`
+/// holds each run's rows (the same events in the same order) and elapsed time.
+pub fn repeated(title: String, runs: &[(Vec<Row>, Duration)]) -> Report {
+    let times: Vec<f64> = runs.iter().map(|(_, e)| e.as_secs_f64()).collect();
+    let (elapsed, elapsed_sd) = mean_and_sd(&times);
+    let first = runs.first().map(|(r, _)| r.clone()).unwrap_or_default();
+    let mut rows = Vec::with_capacity(first.len());
+    let mut noise = Vec::with_capacity(first.len());
+    for (i, row) in first.into_iter().enumerate() {
+        let values: Vec<Value> = runs
+            .iter()
+            .filter_map(|(r, _)| r.get(i))
+            .map(|r| r.value)
+            .collect();
+        let counted: Vec<(f64, u64, u64)> = values
+            .iter()
+            .filter_map(|v| match *v {
+                Value::Counted {
+                    scaled,
+                    enabled,
+                    running,
+                } => Some((scaled, enabled, running)),
+                _ => None,
+            })
+            .collect();
+        if counted.len() != values.len() || counted.is_empty() {
+            // Not counted in some run: shown as the first run showed it.
+            noise.push(0.0);
+            rows.push(row);
+            continue;
+        }
+        let n = counted.len() as u64;
+        let scaled: Vec<f64> = counted.iter().map(|c| c.0).collect();
+        let (mean, sd) = mean_and_sd(&scaled);
+        noise.push(if mean == 0.0 { 0.0 } else { 100.0 * sd / mean });
+        rows.push(Row {
+            value: Value::Counted {
+                scaled: mean,
+                enabled: counted.iter().map(|c| c.1).sum::<u64>() / n,
+                running: counted.iter().map(|c| c.2).sum::<u64>() / n,
+            },
+            ..row
+        });
+    }
+    Report {
+        title,
+        rows,
+        elapsed: Duration::from_secs_f64(elapsed),
+        user_sys: None,
+        runs: Some(Runs {
+            count: runs.len(),
+            noise,
+            elapsed_sd,
+        }),
+    }
+}
+
+/// perf's digits for a spread: none above 1, else enough to show its first digit.
+fn precision(x: f64) -> usize {
+    if x > 1.0 || x <= 0.0 || !x.is_finite() {
+        return 0;
+    }
+    (-x.log10()).ceil() as usize
 }
 
 /// A metric of the comment column: value, unit, and whether it is a percentage.
@@ -294,8 +423,62 @@ impl Report {
 
     /// The human table, as `perf stat` prints it.
     pub fn human(&self) -> String {
-        let mut s = format!("\n Performance counter stats for {}:\n\n", self.title);
-        for row in &self.rows {
+        let runs = self
+            .runs
+            .as_ref()
+            .map_or_else(String::new, |r| format!(" ({} runs)", r.count));
+        let mut s = format!("\n Performance counter stats for {}{runs}:\n\n", self.title);
+        for (i, row) in self.rows.iter().enumerate() {
+            let mut line = self.row_line(row);
+            // perf: "  ( +-  1.23% )" after the metric column, when the runs varied.
+            if let Some(pct) = self
+                .runs
+                .as_ref()
+                .and_then(|r| r.noise.get(i))
+                .filter(|p| **p != 0.0)
+            {
+                let _ = write!(
+                    line,
+                    "{:width$}  ( +-{pct:6.2}% )",
+                    "",
+                    width = 91 - line.len().min(91)
+                );
+            }
+            s.push_str(&line);
+            s.push('\n');
+        }
+        match &self.runs {
+            Some(r) => {
+                let p = precision(r.elapsed_sd) + 2;
+                let avg = self.elapsed.as_secs_f64();
+                let _ = write!(
+                    s,
+                    "\n {avg:>17.p$} +- {:.p$} seconds time elapsed",
+                    r.elapsed_sd
+                );
+                if avg > 0.0 && r.elapsed_sd > 0.0 {
+                    let _ = write!(s, "  ( +-{:6.2}% )", 100.0 * r.elapsed_sd / avg);
+                }
+                s.push('\n');
+            }
+            None => {
+                let _ = write!(
+                    s,
+                    "\n{:>18.9} seconds time elapsed\n",
+                    self.elapsed.as_secs_f64()
+                );
+                if let Some((user, sys)) = self.user_sys {
+                    let _ = write!(s, "\n{user:>18.9} seconds user\n{sys:>18.9} seconds sys\n");
+                }
+            }
+        }
+        s.push('\n');
+        s
+    }
+
+    /// One row of the human table (no line end, trailing blanks trimmed).
+    fn row_line(&self, row: &Row) -> String {
+        {
             let (value, unit) = Self::value_text(row, false);
             let mut line = format!("{value:>18} {unit:<4} {:<33}", row.name);
             if !line.ends_with(' ') {
@@ -329,25 +512,38 @@ impl Report {
                     width = 91 - line.len().min(91)
                 );
             }
-            s.push_str(line.trim_end());
-            s.push('\n');
+            line.truncate(line.trim_end().len());
+            line
         }
-        let _ = write!(
-            s,
-            "\n{:>18.9} seconds time elapsed\n",
-            self.elapsed.as_secs_f64()
-        );
-        if let Some((user, sys)) = self.user_sys {
-            let _ = write!(s, "\n{user:>18.9} seconds user\n{sys:>18.9} seconds sys\n");
+    }
+
+    /// The `-I` lines of one interval ending `at` seconds after the start, as perf prints them:
+    /// the time, then the row (`sep`: CSV fields); `header` first when asked.
+    pub fn interval(&self, at: f64, csv: Option<&str>, header: bool) -> String {
+        let mut s = String::new();
+        if header && csv.is_none() {
+            s.push_str("#           time             counts unit events\n");
         }
-        s.push('\n');
+        let time = format!("{at:>16.9}");
+        match csv {
+            Some(sep) => {
+                for line in self.csv(sep).lines() {
+                    let _ = writeln!(s, "{time}{sep}{line}");
+                }
+            }
+            None => {
+                for row in &self.rows {
+                    let _ = writeln!(s, "{time} {}", self.row_line(row));
+                }
+            }
+        }
         s
     }
 
     /// CSV with separator `sep`: value, unit, event, run time, % running, metric value, metric unit.
     pub fn csv(&self, sep: &str) -> String {
         let mut s = String::new();
-        for row in &self.rows {
+        for (i, row) in self.rows.iter().enumerate() {
             let (value, unit) = Self::value_text(row, false);
             let (run, pct) = row.value.run_pct();
             let (mv, mu) = match self.metric(row) {
@@ -355,15 +551,16 @@ impl Report {
                 Some(m) => (format!("{:.*}", m.decimals, m.value), m.unit),
                 None => (String::new(), String::new()),
             };
-            let fields = [
-                value,
-                unit.to_owned(),
-                row.name.clone(),
-                run.to_string(),
-                format!("{pct:.2}"),
-                mv,
-                mu,
-            ];
+            // With -r, perf's spread follows the event: "4.61%".
+            let noise = self
+                .runs
+                .as_ref()
+                .map(|r| format!("{:.2}%", r.noise.get(i).copied().unwrap_or(0.0)));
+            let fields = [value, unit.to_owned(), row.name.clone()]
+                .into_iter()
+                .chain(noise)
+                .chain([run.to_string(), format!("{pct:.2}"), mv, mu])
+                .collect::<Vec<_>>();
             s.push_str(&fields.join(sep));
             s.push('\n');
         }
@@ -373,16 +570,23 @@ impl Report {
     /// One JSON object per line, with perf's keys.
     pub fn json(&self) -> String {
         let mut s = String::new();
-        for row in &self.rows {
+        for (i, row) in self.rows.iter().enumerate() {
             let (value, unit) = Self::value_text(row, true);
             let (run, pct) = row.value.run_pct();
             let (mv, mu) = self
                 .metric(row)
                 .map_or((0.0, String::new()), |m| (m.value, m.unit));
+            // With -r, perf's spread follows the event: "variance" : 8.28.
+            let variance = self.runs.as_ref().map_or_else(String::new, |r| {
+                format!(
+                    "\"variance\" : {:.2}, ",
+                    r.noise.get(i).copied().unwrap_or(0.0)
+                )
+            });
             let _ = writeln!(
                 s,
-                "{{\"counter-value\" : {}, \"unit\" : {}, \"event\" : {}, \"event-runtime\" : {run}, \
-                 \"pcnt-running\" : {pct:.2}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
+                "{{\"counter-value\" : {}, \"unit\" : {}, \"event\" : {}, {variance}\"event-runtime\" : \
+                 {run}, \"pcnt-running\" : {pct:.2}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
                 json_str(&value),
                 json_str(unit),
                 json_str(&row.name),
@@ -514,6 +718,7 @@ mod tests {
             rows: merged,
             elapsed: Duration::from_millis(2),
             user_sys: None,
+            runs: None,
         };
         // 7500 instructions / 4000 cycles, from the sums.
         let ipc = r.metric(&r.rows[2]).unwrap();
@@ -653,5 +858,56 @@ mod tests {
             key("cycles:u", Some("cpu_atom")),
         ];
         assert_eq!(show(&merge(rows, &keys)), ["cycles:u 7 2/2"]);
+    }
+
+    /// perf's `stddev_stats`: the standard deviation of the mean (sample variance / n), and the
+    /// spread in percent of the mean per row.
+    #[test]
+    fn repeated_runs_average_with_perfs_spread() {
+        let (mean, sd) = mean_and_sd(&[1.0, 2.0, 3.0]);
+        assert_eq!(mean, 2.0);
+        assert!((sd - (1.0f64 / 3.0).sqrt()).abs() < 1e-12, "{sd}");
+        assert_eq!(mean_and_sd(&[5.0]), (5.0, 0.0));
+        let run = |faults: f64, ms: u64| {
+            (
+                vec![
+                    row("page-faults", Kind::Other, counted(faults, 10, 10)),
+                    row("cycles", Kind::Cycles, Value::NotSupported),
+                ],
+                Duration::from_millis(ms),
+            )
+        };
+        let r = repeated(
+            "'true'".into(),
+            &[run(100.0, 2), run(110.0, 4), run(120.0, 6)],
+        );
+        let runs = r.runs.as_ref().unwrap();
+        assert_eq!(runs.count, 3);
+        // sd of the mean: sqrt(100 / 3) = 5.7735; 5.7735 / 110 = 5.25%.
+        assert!((runs.noise[0] - 5.2486).abs() < 1e-3, "{:?}", runs.noise);
+        assert_eq!(runs.noise[1], 0.0);
+        assert_eq!(r.elapsed, Duration::from_millis(4));
+        let text = r.human();
+        assert!(text.contains("'true' (3 runs):"), "{text}");
+        assert!(
+            text.contains("page-faults") && text.contains("( +-  5.25% )"),
+            "{text}"
+        );
+        // sd 0.00115 s: 3 digits to its first one, plus 2, as perf.
+        assert!(
+            text.contains("\n           0.00400 +- 0.00115 seconds time elapsed  ( +- 28.87% )\n"),
+            "{text}"
+        );
+        assert!(
+            r.csv(",").starts_with("110,,page-faults,5.25%,10,100.00,"),
+            "{}",
+            r.csv(",")
+        );
+        assert!(
+            r.json()
+                .contains("\"event\" : \"page-faults\", \"variance\" : 5.25, \"event-runtime\""),
+            "{}",
+            r.json()
+        );
     }
 }

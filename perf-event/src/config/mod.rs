@@ -401,6 +401,20 @@ pub struct CallChain {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RegsMask(pub u64);
 
+impl RegsMask {
+    /// The user registers an offline DWARF unwinder needs, as perf records them for
+    /// `--call-graph dwarf`: every general-purpose register of this architecture's
+    /// `perf_regs.h` (x86_64: `0xff0fff`, without the segment registers; aarch64: x0-x30, sp, pc);
+    /// 0 on other architectures.
+    pub const DWARF_UNWIND: RegsMask = RegsMask(if cfg!(target_arch = "x86_64") {
+        0xff_0fff
+    } else if cfg!(target_arch = "aarch64") {
+        (1 << 33) - 1
+    } else {
+        0
+    });
+}
+
 /// Side-band records to generate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

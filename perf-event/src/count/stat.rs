@@ -140,7 +140,10 @@ impl Stat {
 }
 
 /// A group read decoded in place: no allocation.
-#[derive(Clone, Copy, Debug)]
+///
+/// Its `Debug` shows the members as `(id, count)` pairs, the leader first (with `stat_format.id`;
+/// without it, the counts alone), then their lost-record counts when read.
+#[derive(Clone, Copy)]
 pub struct GroupStat<'a> {
     read_format: u64,
     nr: usize,
@@ -248,6 +251,29 @@ impl<'a> GroupStat<'a> {
     }
 }
 
+impl std::fmt::Debug for GroupStat<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("GroupStat");
+        d.field("time_enabled", &self.time_enabled)
+            .field("time_running", &self.time_running);
+        if self.read_format & ID != 0 {
+            let pairs: Vec<(u64, u64)> = self
+                .iter()
+                .map(|m| (m.id.unwrap_or_default(), m.count))
+                .collect();
+            d.field("members", &pairs);
+        } else {
+            let counts: Vec<u64> = self.iter().map(|m| m.count).collect();
+            d.field("members", &counts);
+        }
+        if self.read_format & LOST != 0 {
+            let lost: Vec<u64> = self.iter().map(|m| m.lost_records.unwrap_or(0)).collect();
+            d.field("lost_records", &lost);
+        }
+        d.finish()
+    }
+}
+
 /// Native-endian u64 words of a read buffer; missing words read as 0 (callers check sizes first).
 struct Words<'a> {
     buf: &'a [u8],
@@ -316,6 +342,18 @@ mod tests {
         assert_eq!(gs.by_id(2).unwrap().count, 20);
         assert_eq!(gs.to_stat().siblings.len(), 2);
         assert!(GroupStat::decode(&buf[..40], g).is_none());
+        // Debug: (id, count) pairs, the leader first, not the raw words.
+        assert_eq!(
+            format!("{gs:?}"),
+            "GroupStat { time_enabled: Some(99), time_running: None, \
+             members: [(1, 10), (2, 20), (3, 30)] }"
+        );
+        let words = bytes(&[2, 44, 45]);
+        let plain = GroupStat::decode(&words, GROUP).unwrap();
+        assert_eq!(
+            format!("{plain:?}"),
+            "GroupStat { time_enabled: None, time_running: None, members: [44, 45] }"
+        );
     }
 
     #[test]

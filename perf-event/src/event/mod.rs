@@ -102,15 +102,8 @@ pub(crate) enum CallGraph {
     Lbr,
 }
 
-/// The user registers perf records for `call-graph=dwarf`: every general-purpose register the
-/// architecture's `perf_regs.h` defines.
-const DWARF_REGS: u64 = if cfg!(target_arch = "x86_64") {
-    0xff_0fff
-} else if cfg!(target_arch = "aarch64") {
-    (1 << 33) - 1
-} else {
-    0
-};
+/// The user registers perf records for `call-graph=dwarf`.
+const DWARF_REGS: u64 = crate::config::RegsMask::DWARF_UNWIND.0;
 
 impl Event {
     pub(crate) fn new(ty: u32, config: u64, name: impl Into<String>) -> Self {

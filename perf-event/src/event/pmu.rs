@@ -104,8 +104,9 @@ impl Pmu {
     pub fn in_dir(root: &Path, name: &str) -> Result<Self> {
         Self::try_in_dir(root, name).ok_or_else(|| {
             let known: Vec<String> = pmu_names(root);
+            let near = super::spec::did_you_mean(name, known.iter().map(String::as_str));
             let mut reason = format!(
-                "no PMU named {name:?}; this system has: {}",
+                "no PMU named {name:?}{near}; this system has: {}",
                 known.join(" ")
             );
             if crate::sys::is_cpu_pmu(name) && !known.iter().any(|n| crate::sys::is_cpu_pmu(n)) {

@@ -93,8 +93,9 @@ impl Tracepoint {
             io::ErrorKind::NotFound => Error::Parse {
                 input: input.clone(),
                 reason: format!(
-                    "no such tracepoint ({} does not exist; `perf list tracepoint` lists them)",
-                    path.display()
+                    "no such tracepoint ({} does not exist; `perf list tracepoint` lists them){}",
+                    path.display(),
+                    super::spec::tracepoint_suggestion(&root.join("events"), system, event)
                 ),
             },
             _ => Error::Parse {

@@ -81,12 +81,15 @@ mod json;
 mod list;
 mod modifiers;
 mod parser;
+mod suggest;
 mod symbols;
 #[cfg(test)]
 mod tests;
 
 pub use json::CpuId;
 pub use list::{Listed, ListedKind};
+pub(crate) use parser::tracepoint_suggestion;
+pub(crate) use suggest::did_you_mean;
 
 use std::fmt;
 use std::ops::Range;

@@ -9,6 +9,7 @@ use perf_sys as sys;
 use super::glob;
 use super::json;
 use super::modifiers::ModState;
+use super::suggest::{self, did_you_mean};
 use super::symbols::{self, CacheError};
 use super::{EventList, EventSpec, Machine, ParseError, Tool};
 use crate::event::pmu::Pmu;
@@ -513,8 +514,9 @@ impl<'a> Parser<'a> {
             let mut x = Extra::default();
             for t in &terms {
                 if !self.config_term(t, Ctx::Legacy, &mut fields, &mut mods, &mut x)? {
+                    let near = did_you_mean(&t.key, CONFIG_TERMS.iter().copied());
                     return Err(self
-                        .err(t.pos, format!("unknown term '{}'", t.key))
+                        .err(t.pos, format!("unknown term '{}'{near}", t.key))
                         .with_help(
                             "valid terms: config,config1,config2,config3,name,period,freq,\
                          branch_type,time,call-graph,stack-size,no-inherit,inherit,max-stack,\
@@ -640,10 +642,43 @@ impl<'a> Parser<'a> {
             return self.tracepoint(name, pos, first);
         }
         self.i = save;
-        Err(self.err(pos, format!("unknown event '{name}'")).with_help(
-            "not a hardware, software or cache event, a raw event (rNNN), an event alias of a \
+        let near = did_you_mean(name, self.event_names().iter().map(String::as_str));
+        Err(self
+            .err(pos, format!("unknown event '{name}'{near}"))
+            .with_help(
+                "not a hardware, software or cache event, a raw event (rNNN), an event alias of a \
              PMU, `pmu/terms/`, `system:tracepoint` or `mem:ADDR`; `perf list` shows them",
-        ))
+            ))
+    }
+
+    /// Every name an event can have here, for "did you mean": the fixed names, cache events as
+    /// `perf list` prints them, the PMUs' aliases and this CPU's JSON events.
+    fn event_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for (names, _, _) in symbols::HARDWARE.iter().chain(symbols::SOFTWARE) {
+            v.extend(names.iter().map(|n| (*n).to_owned()));
+        }
+        v.extend(symbols::TOOL.iter().map(|(n, _)| (*n).to_owned()));
+        for (names, _, ops) in symbols::CACHES {
+            let ty = names[0];
+            for (op, has) in ["load", "store", "prefetch"].iter().zip(ops) {
+                if *has {
+                    let plural = if *op == "prefetch" { "prefetches" } else { "s" };
+                    let ops = if plural == "s" {
+                        format!("{op}s")
+                    } else {
+                        plural.to_owned()
+                    };
+                    v.push(format!("{ty}-{ops}"));
+                    v.push(format!("{ty}-{op}-misses"));
+                }
+            }
+        }
+        for p in self.m.pmus().iter() {
+            v.extend(p.events());
+        }
+        v.extend(self.m.json_events().iter().map(|e| e.name.to_owned()));
+        v
     }
 
     // system:event[/terms/][modifiers] or system:event[:modifiers]
@@ -666,8 +701,9 @@ impl<'a> Parser<'a> {
             let mut fields = [0u64; 5];
             for t in &terms {
                 if !self.config_term(t, Ctx::Tracepoint, &mut fields, &mut mods, &mut x)? {
+                    let near = did_you_mean(&t.key, TRACEPOINT_TERMS.iter().copied());
                     return Err(self
-                        .err(t.pos, format!("unknown term '{}'", t.key))
+                        .err(t.pos, format!("unknown term '{}'{near}", t.key))
                         .with_help(
                         "a tracepoint takes: call-graph,stack-size,no-inherit,inherit,max-stack,\
                          nr,no-overwrite,overwrite,aux-output,aux-sample-size",
@@ -719,8 +755,9 @@ impl<'a> Parser<'a> {
                 if crate::sys::is_cpu_pmu(name) && !self.m.pmus().iter().any(Pmu::is_core) {
                     help.push_str(" (no hardware PMU; this looks like a virtual machine)");
                 }
+                let near = did_you_mean(name, names.iter().map(String::as_str));
                 return Err(self
-                    .err(pos, format!("no PMU named {name:?}"))
+                    .err(pos, format!("no PMU named {name:?}{near}"))
                     .with_help(help));
             }
             let mut all = vec![Term {
@@ -810,10 +847,13 @@ impl<'a> Parser<'a> {
                 .iter()
                 .map(|s| s.to_string()),
             );
+            let mut names = valid.clone();
+            names.extend(pmu.events());
+            let near = did_you_mean(&t.key, names.iter().map(String::as_str));
             return Err(self
                 .err(
                     t.pos,
-                    format!("unknown term '{}' for pmu '{}'", t.key, pmu.name()),
+                    format!("unknown term '{}' for pmu '{}'{near}", t.key, pmu.name()),
                 )
                 .with_help(format!("valid terms: {}", valid.join(","))));
         }
@@ -1231,6 +1271,46 @@ fn tool(name: &str) -> Option<Tool> {
     }
 }
 
+/// The config terms, as `is_config_term` takes them.
+const CONFIG_TERMS: &[&str] = &[
+    "config",
+    "config1",
+    "config2",
+    "config3",
+    "name",
+    "period",
+    "freq",
+    "branch_type",
+    "time",
+    "call-graph",
+    "stack-size",
+    "no-inherit",
+    "inherit",
+    "max-stack",
+    "nr",
+    "overwrite",
+    "no-overwrite",
+    "driver-config",
+    "percore",
+    "aux-output",
+    "aux-sample-size",
+    "metric-id",
+];
+
+/// The terms a tracepoint takes.
+const TRACEPOINT_TERMS: &[&str] = &[
+    "call-graph",
+    "stack-size",
+    "no-inherit",
+    "inherit",
+    "max-stack",
+    "nr",
+    "no-overwrite",
+    "overwrite",
+    "aux-output",
+    "aux-sample-size",
+];
+
 fn is_config_term(key: &str) -> bool {
     matches!(
         key,
@@ -1333,7 +1413,8 @@ fn find_tracepoints(
     if !glob::is_glob(system) && !glob::is_glob(event) {
         return match read_id(system, event) {
             Some(id) => Ok(vec![(format!("{system}:{event}"), id)]),
-            None => Err(tracefs_problem(root, &events.join(system).join(event))),
+            None => Err(tracefs_problem(root, &events.join(system).join(event))
+                + &tracepoint_suggestion(&events, system, event)),
         };
     }
     let dirs = |dir: &Path| -> Vec<String> {
@@ -1369,10 +1450,40 @@ fn find_tracepoints(
             return Err(tracefs_problem(root, &events));
         }
         return Err(format!(
-            "unknown tracepoint: no tracepoint matches {system}:{event}"
+            "unknown tracepoint: no tracepoint matches {system}:{event}{}",
+            tracepoint_suggestion(&events, system, event)
         ));
     }
     Ok(out)
+}
+
+/// "; did you mean 'sched:sched_switch'?" for `system:event`: the nearest tracepoint among the
+/// events of this system and of systems with a name near it (empty when none is near).
+pub(crate) fn tracepoint_suggestion(events: &Path, system: &str, event: &str) -> String {
+    let dirs = |d: &Path| -> Vec<String> {
+        fs::read_dir(d)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut names = Vec::new();
+    for s in dirs(events) {
+        if s == system || suggest::distance(&s, system) <= 2 {
+            names.extend(
+                dirs(&events.join(&s))
+                    .into_iter()
+                    .map(|e| format!("{s}:{e}")),
+            );
+        }
+    }
+    did_you_mean(
+        &format!("{system}:{event}"),
+        names.iter().map(String::as_str),
+    )
 }
 
 fn tracefs_problem(root: &Path, wanted: &Path) -> String {

@@ -663,3 +663,35 @@ fn arbitrary_text_never_panics() {
         }
     }
 }
+
+#[test]
+fn misspelt_names_get_the_nearest_ones() {
+    let f = Fixture::new("zen3");
+    let m = f.machine();
+    for (s, near) in [
+        ("page-fautls", "'page-faults'"),
+        ("cycels", "'cycles'"),
+        ("task_clock", "'task-clock'"),
+        ("L1-dcache-laod-misses", "'L1-dcache-load-misses'"),
+        ("msrr/tsc/", "'msr'"),
+        ("cpu/evnt=1/", "'event'"),
+        ("cycles/perod=10/", "'period'"),
+        ("sched:sched_swich", "'sched:sched_switch'"),
+        ("shced:sched_switch", "'sched:sched_switch'"),
+        ("sched:sched_switch/stack-sise=8/", "'stack-size'"),
+    ] {
+        let e = err(&m, s);
+        assert!(
+            e.message().ends_with(&format!("; did you mean {near}?")),
+            "{s}: {e}"
+        );
+    }
+    // Nothing near: no suggestion.
+    assert!(!err(&m, "nosuch").message().contains("did you mean"));
+    // A PMU looked up by name.
+    let e = crate::event::pmu::Pmu::in_dir(&f.devices(), "msrr").unwrap_err();
+    assert!(e.to_string().contains("did you mean 'msr'?"), "{e}");
+    // The crate's error carries it too.
+    let e: crate::Error = err(&m, "page-fautls").into();
+    assert!(e.to_string().contains("did you mean 'page-faults'?"), "{e}");
+}
