@@ -6,7 +6,10 @@
 //!    -F 999 -d 5 -o X.pb.gz` (a symbolized pprof) and, at the same time, `perf record -a -g -F 999
 //!    -- sleep 5` followed by `perf script`. Each one's own CPU (user + system, from `wait4`) and
 //!    peak RSS; the ratios. Targets: CPU <= 0.5x, peak RSS <= 64 MiB.
-//! 2. The workload's slowdown when profiled at 99 Hz: a fixed amount of work (a shell loop) timed
+//! 2. `-g dwarf` on a command (the workload built `-O2 -fomit-frame-pointer`), 999 Hz, symbolized
+//!    at the end: the profiler's own CPU per sample, and `perf record --call-graph dwarf` +
+//!    `perf script`'s on the same command, run after it. (samply 0.13.1 is not run here.)
+//! 3. The workload's slowdown when profiled at 99 Hz: a fixed amount of work (a shell loop) timed
 //!    alone and under `profile -F 99`, the median of 5 runs each.
 //!
 //! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
@@ -85,6 +88,11 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let calls = build_workload(&dir);
     system_wide(&profile, &calls, &dir, secs);
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        dwarf(&profile, &dir);
+    } else {
+        skip("-g dwarf unwinds on x86_64 and aarch64");
+    }
     slowdown(&profile);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -191,6 +199,87 @@ fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
         "  peak RSS of profile: {:.1} MiB (target <= 64); perf script's {:.1} MiB",
         mib(ours.max_rss_kib),
         mib(script.max_rss_kib)
+    );
+}
+
+fn dwarf(profile: &Path, dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
+    let bin = dir.join("calls-O2");
+    let ok = Command::new("cc")
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc failed");
+    println!("-g dwarf (8 KiB stacks), a command for 3 s of CPU at 999 Hz, symbolized at the end:");
+    let err = dir.join("dwarf.stderr");
+    let ours = spawn_usage(
+        Command::new(profile)
+            .args(["-F", "999", "-g", "dwarf", "-o"])
+            .arg(dir.join("dwarf.pb.gz"))
+            .arg("--")
+            .arg(&bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap()),
+    )();
+    assert!(ours.ok, "profile failed: {}", read(&err));
+    // The command's CPU is in `ours.cpu` too (a waited-for child): take it out with the
+    // command's own 3 s of CPU (it runs until its CPU time reaches 3 s).
+    let samples: u64 = read(&err)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split_once(" samples in ")
+                .and_then(|(n, _)| n.parse().ok())
+        })
+        .unwrap_or(0);
+    let own = ours.cpu.saturating_sub(Duration::from_secs(3));
+    let data = dir.join("dwarf.data");
+    let rec = spawn_usage(
+        Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "--buildid-mmap",
+                "--call-graph",
+                "dwarf",
+                "-F",
+                "999",
+                "-o",
+            ])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )();
+    let script = spawn_usage(
+        Command::new("perf")
+            .args(["script", "-i"])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )();
+    assert!(rec.ok && script.ok, "perf failed");
+    let perf_own = rec.cpu.saturating_sub(Duration::from_secs(3)) + script.cpu;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / samples.max(1) as f64;
+    println!(
+        "  profile: {:.0} ms CPU of its own for {samples} samples ({:.0} us per sample), peak RSS \
+         {:.1} MiB",
+        own.as_secs_f64() * 1e3,
+        per(own),
+        ours.max_rss_kib as f64 / 1024.0
+    );
+    println!(
+        "  perf record --call-graph dwarf + perf script: {:.0} ms ({:.0} us per sample of ours); \
+         ratio {:.3}",
+        perf_own.as_secs_f64() * 1e3,
+        per(perf_own),
+        own.as_secs_f64() / perf_own.as_secs_f64().max(1e-9)
     );
 }
 

@@ -69,7 +69,7 @@ pub enum CallGraph {
     /// (`PERF_SAMPLE_REGS_USER`, `PERF_SAMPLE_STACK_USER`, as `perf record --call-graph dwarf`),
     /// unwound here with framehop from the binaries' `.eh_frame` / `.debug_frame`: code built
     /// without frame pointers unwinds too. Kernel frames still come from the kernel's chain.
-    /// x86_64 and aarch64. A stack deeper than the copy ends where the copy does.
+    /// x86_64 and aarch64. A stack deeper than the copy ends where the copy does. Since Linux 3.7.
     #[doc(alias = "PERF_SAMPLE_STACK_USER")]
     #[doc(alias = "PERF_SAMPLE_REGS_USER")]
     Dwarf {
