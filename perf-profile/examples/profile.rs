@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use perf_profile::collect::DEFAULT_STACK_SIZE;
 use perf_profile::symbolize::Mode;
-use perf_profile::{Error, Format, Options, Profiler, Target};
+use perf_profile::{CallGraph, Error, Format, Options, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
@@ -50,6 +51,7 @@ struct Args {
     pids: Vec<u32>,
     command: Vec<OsString>,
     duration: Option<Duration>,
+    call_graph: CallGraph,
     symbolize: Mode,
     outputs: Vec<(PathBuf, Format)>,
 }
@@ -64,6 +66,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         pids: Vec::new(),
         command: Vec::new(),
         duration: None,
+        call_graph: CallGraph::FramePointer,
         symbolize: Mode::Local,
         outputs: Vec::new(),
     };
@@ -100,7 +103,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             }
             Short('g') => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
-                call_graph(&v)?;
+                a.call_graph = call_graph(&v)?;
             }
             Long("symbolize") => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
@@ -142,13 +145,13 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
     Ok(Some(a))
 }
 
-/// `-g`: frame pointers, or (refused for now, after checking its size) DWARF unwinding.
-fn call_graph(v: &str) -> Result<(), Fail> {
+/// `-g`: frame pointers, or DWARF unwinding of a copy of the user stack.
+fn call_graph(v: &str) -> Result<CallGraph, Fail> {
     if v == "fp" {
-        return Ok(());
+        return Ok(CallGraph::FramePointer);
     }
     let size = match v.strip_prefix("dwarf") {
-        Some("") => 8192,
+        Some("") => DEFAULT_STACK_SIZE,
         Some(rest) => rest
             .strip_prefix(',')
             .and_then(|s| s.parse::<u32>().ok())
@@ -160,10 +163,7 @@ fn call_graph(v: &str) -> Result<(), Fail> {
             "-g {v}: the user stack size must be a multiple of 8 from 8 to 65528 (the kernel's limit)"
         )));
     }
-    Err(Fail::Usage(format!(
-        "-g {v}: DWARF unwinding of copied user stacks is not implemented yet; use -g fp \
-         (build the code with -fno-omit-frame-pointer)"
-    )))
+    Ok(CallGraph::Dwarf { stack_size: size })
 }
 
 fn main() -> ExitCode {
@@ -208,6 +208,7 @@ fn run() -> Result<(), Fail> {
     let mut opts = Options::default();
     opts.frequency = a.frequency;
     opts.symbolize = a.symbolize;
+    opts.call_graph = a.call_graph;
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
     eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);

@@ -25,11 +25,13 @@ use perf_event::config::{
     online_cpus, CallChain as KernelCallChain, Cpu, Inherit, OnExecve, Opts, Proc, SampleOn,
     UseBuildId,
 };
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use perf_event::config::{RegsMask, Size};
 use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
 use perf_event::event::sw::Software;
 use perf_event::event::Event;
-use perf_event::sample::record::{Info as MmapInfo, Priv, Record};
+use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record};
 use perf_event::sample::{MergedIter, Sampler};
 
 use crate::aggregate::{Frame, Stacks};
@@ -63,7 +65,30 @@ pub enum CallGraph {
     #[default]
     #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
     FramePointer,
+    /// Each sample copies the user registers and the top `stack_size` bytes of the user stack
+    /// (`PERF_SAMPLE_REGS_USER`, `PERF_SAMPLE_STACK_USER`, as `perf record --call-graph dwarf`),
+    /// unwound here with framehop from the binaries' `.eh_frame` / `.debug_frame`: code built
+    /// without frame pointers unwinds too. Kernel frames still come from the kernel's chain.
+    /// x86_64 and aarch64. A stack deeper than the copy ends where the copy does. Since Linux 3.7.
+    #[doc(alias = "PERF_SAMPLE_STACK_USER")]
+    #[doc(alias = "PERF_SAMPLE_REGS_USER")]
+    Dwarf {
+        /// Bytes of user stack per sample: a multiple of 8 from 8 to 65528
+        /// ([`DEFAULT_STACK_SIZE`] by default).
+        stack_size: u32,
+    },
 }
+
+/// The user stack copied per sample with [`CallGraph::Dwarf`] unless told otherwise: 8 KiB, as
+/// `perf record --call-graph dwarf`.
+pub const DEFAULT_STACK_SIZE: u32 = 8192;
+
+/// The kernel's largest `sample_stack_user` (a record's size is 16 bits).
+const MAX_STACK_SIZE: u32 = 65528;
+
+/// The ring size (2^pages) at least used with [`CallGraph::Dwarf`]: 2 MiB with 4 KiB pages, about
+/// 250 samples of 8 KiB stacks.
+const DWARF_RING_PAGES_EXP: u8 = 9;
 
 /// Capture options.
 #[derive(Clone, Debug)]
@@ -75,7 +100,8 @@ pub struct Options {
     pub call_graph: CallGraph,
     /// How frames are named.
     pub symbolize: Mode,
-    /// Each CPU's ring holds 2^`ring_pages_exp` pages (default 6: 256 KiB with 4 KiB pages).
+    /// Each CPU's ring holds 2^`ring_pages_exp` pages (default 6: 256 KiB with 4 KiB pages; at
+    /// least 9 with [`CallGraph::Dwarf`], whose samples carry the stack copy).
     pub ring_pages_exp: u8,
     /// Sample the kernel too (default). Where that is not permitted the capture falls back to user
     /// space and says so in the profile's notes.
@@ -143,6 +169,9 @@ struct Pipeline {
     started: Instant,
     raw: Vec<RawFrame>,
     frames: Vec<Frame>,
+    /// With [`CallGraph::Dwarf`]: the user-stack unwinder.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    dwarf: Option<unwind::dwarf::DwarfUnwinder>,
 }
 
 impl Profiler {
@@ -162,6 +191,7 @@ impl Profiler {
                 opts.frequency
             )));
         }
+        check_call_graph(opts.call_graph)?;
         let start = SystemTime::now();
         let mut maps = AddressSpaces::new();
         let (tasks, mode) = match &target {
@@ -231,6 +261,9 @@ impl Profiler {
                 started: Instant::now(),
                 raw: Vec::new(),
                 frames: Vec::new(),
+                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                dwarf: matches!(opts.call_graph, CallGraph::Dwarf { .. })
+                    .then(unwind::dwarf::DwarfUnwinder::new),
             },
         })
     }
@@ -345,17 +378,61 @@ impl Pipeline {
         }
     }
 
+    /// With [`CallGraph::Dwarf`]: the kernel's frames (a sample in the kernel), then the user
+    /// stack unwound from the sample's registers and stack copy, into `self.raw`. `false` when
+    /// the sample has no copy to unwind (another mode, a kernel thread, a 32-bit task).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn unwind_user(
+        &mut self,
+        pid: u32,
+        cpumode: Priv,
+        s: &perf_event::sample::record::Sample,
+    ) -> bool {
+        let Some(dwarf) = self.dwarf.as_mut() else {
+            return false;
+        };
+        let (Some((regs, Abi::_64)), Some(stack)) = (&s.user_regs, &s.user_stack) else {
+            return false;
+        };
+        if pid != 0 && !self.maps.knows(pid) {
+            self.maps.seed_from_proc(pid);
+        }
+        if cpumode == Priv::Kernel {
+            // The kernel's chain holds the kernel part only (`exclude_callchain_user`).
+            unwind::frames_from_call_chain(
+                s.call_chain.as_deref(),
+                s.code_addr.map(|(ip, _)| ip),
+                true,
+                &mut self.raw,
+            );
+            self.raw.retain(|f| f.context == Context::Kernel);
+        }
+        dwarf.unwind(pid, &self.maps, regs, stack, &mut self.raw)
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn unwind_user(
+        &mut self,
+        _pid: u32,
+        _cpumode: Priv,
+        _s: &perf_event::sample::record::Sample,
+    ) -> bool {
+        false
+    }
+
     fn handle(&mut self, cpumode: Priv, record: Record) {
         match record {
             Record::Sample(s) => {
                 let pid = s.record_id.task.map_or(0, |t| t.pid);
                 self.raw.clear();
-                unwind::frames_from_call_chain(
-                    s.call_chain.as_deref(),
-                    s.code_addr.map(|(ip, _)| ip),
-                    cpumode == Priv::Kernel,
-                    &mut self.raw,
-                );
+                if !self.unwind_user(pid, cpumode, &s) {
+                    unwind::frames_from_call_chain(
+                        s.call_chain.as_deref(),
+                        s.code_addr.map(|(ip, _)| ip),
+                        cpumode == Priv::Kernel,
+                        &mut self.raw,
+                    );
+                }
                 if self.raw.is_empty() {
                     self.stats.empty += 1;
                     return;
@@ -413,7 +490,13 @@ impl Pipeline {
                 }
                 self.maps.fork(f.parent_task.pid, f.task.pid);
             }
-            Record::Exit(e) if e.task.pid == e.task.tid => self.maps.exit(e.task.pid),
+            Record::Exit(e) if e.task.pid == e.task.tid => {
+                self.maps.exit(e.task.pid);
+                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                if let Some(d) = self.dwarf.as_mut() {
+                    d.exit(e.task.pid);
+                }
+            }
             Record::LostRecords(l) => self.stats.lost_records += l.lost_records,
             Record::LostSamples(l) => self.stats.lost_samples += l.lost_samples,
             Record::Throttle(_) => self.stats.throttled += 1,
@@ -475,7 +558,11 @@ fn open(
     let mut event_reason = "a hardware PMU counts cycles here".to_owned();
     let mut o = base_opts(mode, opts);
     loop {
-        match open_on(&event.1, tasks, cpus, mode, &o, opts.ring_pages_exp) {
+        let exp = match opts.call_graph {
+            CallGraph::Dwarf { .. } => opts.ring_pages_exp.max(DWARF_RING_PAGES_EXP),
+            CallGraph::FramePointer => opts.ring_pages_exp,
+        };
+        match open_on(&event.1, tasks, cpus, mode, &o, exp) {
             Ok((counters, samplers)) => {
                 return Ok(Opened {
                     counters,
@@ -499,6 +586,10 @@ fn open(
                 o.exclude.hv = true;
                 if let Some(c) = o.sample_format.call_chain.as_mut() {
                     c.exclude_kernel = true;
+                }
+                if matches!(opts.call_graph, CallGraph::Dwarf { .. }) {
+                    // The kernel's chain had the kernel part only.
+                    o.sample_format.call_chain = None;
                 }
             }
             Err(
@@ -532,6 +623,23 @@ fn base_opts(mode: Mode_, opts: &Options) -> Opts {
                 max_stack_frames: 0,
             });
         }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        CallGraph::Dwarf { stack_size } => {
+            // The kernel's chain for the kernel part; the user part is unwound here.
+            if opts.kernel {
+                o.sample_format.call_chain = Some(KernelCallChain {
+                    exclude_user: true,
+                    exclude_kernel: false,
+                    defer_user: false,
+                    max_stack_frames: 0,
+                });
+            }
+            o.sample_format.user_regs = Some(RegsMask(unwind::dwarf::REGS_MASK));
+            o.sample_format.user_stack = Some(Size(stack_size));
+        }
+        // Refused by `check_call_graph`.
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        CallGraph::Dwarf { .. } => {}
     }
     // Several counters write into a CPU's ring: the id, task, time and CPU on every record.
     o.record_id_format.identifier = true;
@@ -553,6 +661,29 @@ fn base_opts(mode: Mode_, opts: &Options) -> Opts {
         Mode_::System => {}
     }
     o
+}
+
+/// Refuses a call graph mode this build cannot take.
+fn check_call_graph(g: CallGraph) -> Result<()> {
+    match g {
+        CallGraph::FramePointer => Ok(()),
+        CallGraph::Dwarf { stack_size } => {
+            if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+                return Err(Error::InvalidOption(
+                    "DWARF unwinding (-g dwarf) is supported on x86_64 and aarch64; use frame \
+                     pointers (-g fp)"
+                        .into(),
+                ));
+            }
+            if stack_size == 0 || stack_size % 8 != 0 || stack_size > MAX_STACK_SIZE {
+                return Err(Error::InvalidOption(format!(
+                    "a user stack copy of {stack_size} bytes: use a multiple of 8 from 8 to \
+                     {MAX_STACK_SIZE} (the kernel's limit), e.g. {DEFAULT_STACK_SIZE}"
+                )));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Every counter, and each CPU's ring.

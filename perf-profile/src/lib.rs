@@ -5,8 +5,8 @@
 //!
 //! [`collect`] (samplers per CPU; side-band MMAP2, COMM, FORK, EXIT; LOST and THROTTLE counted) →
 //! [`maps`] (address spaces from `/proc/PID/maps`, then from the records; kernel symbols) →
-//! [`unwind`] (the kernel's frame-pointer call chains) → [`symbolize`] (blazesym, one lookup per
-//! unique frame) → [`aggregate`] (a stack table: a prefix tree of frames) → [`export`] (pprof,
+//! [`unwind`] (the kernel's frame-pointer call chains, or copied user stacks unwound with framehop)
+//! → [`symbolize`] (blazesym, one lookup per unique frame, one batch per file) → [`aggregate`] (a stack table: a prefix tree of frames) → [`export`] (pprof,
 //! folded stacks, flame graph SVG).
 //!
 //! # Quickstart

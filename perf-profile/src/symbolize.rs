@@ -4,7 +4,9 @@
 //! and DWARF of the mapped file, by file offset: the file path and build id come from the mapping
 //! (MMAP2), so a process that has exited is still symbolized. Kernel frames are named from
 //! `/proc/kallsyms`. Each unique frame is resolved once and kept, however many samples and
-//! snapshots name it; files are opened and parsed once, by blazesym's caches, in one batch per file.
+//! snapshots name it. The frames of one file (in every process that maps it) are resolved in one
+//! batch, after which blazesym lets go of the file (its mapping and parsed symbols and DWARF): the
+//! memory peak is that of the largest file, not of all files together.
 //!
 //! [`Mode::None`] resolves nothing: profiles then carry addresses, mappings and build ids for a
 //! backend that symbolizes (Parca, Pyroscope).
@@ -98,7 +100,8 @@ impl Symbols {
         if new.is_empty() {
             return;
         }
-        let mut user: HashMap<crate::maps::MappingId, Vec<Frame>> = HashMap::new();
+        // By file: its path and build id.
+        let mut user: HashMap<(&str, Option<&[u8]>), Vec<Frame>> = HashMap::new();
         for frame in new {
             let lines = match (self.mode, frame) {
                 (Mode::None, _) | (_, Frame::Unmapped { .. } | Frame::KernelHidden) => Vec::new(),
@@ -106,50 +109,52 @@ impl Symbols {
                     .find(addr)
                     .map(|s| {
                         vec![Line {
-                            function: s.name.clone(),
+                            function: s.name.to_owned(),
                             file: s.module.as_ref().map(|m| format!("[{m}]")),
                             line: None,
                         }]
                     })
                     .unwrap_or_default(),
-                (Mode::Local, Frame::User { mapping, .. }) => {
-                    user.entry(mapping).or_default().push(frame);
-                    continue;
-                }
+                (Mode::Local, Frame::User { mapping, .. }) => match maps.mapping(mapping) {
+                    Some(m) if m.is_file() => {
+                        user.entry((&*m.path, m.build_id.as_deref()))
+                            .or_default()
+                            .push(frame);
+                        continue;
+                    }
+                    _ => Vec::new(),
+                },
             };
             self.resolved.insert(frame, lines);
         }
-        for (mapping, frames) in user {
-            let lines = self.resolve_user(maps, mapping, &frames);
+        for ((path, build_id), frames) in user {
+            let lines = self.resolve_user(maps, path, build_id, &frames);
             for (frame, l) in frames.into_iter().zip(lines) {
                 self.resolved.insert(frame, l);
             }
         }
     }
 
-    /// The functions at `frames` (all in `mapping`), by file offset, one batch for the file.
+    /// The functions at `frames` (all in the file at `path` with `build_id`, from any of its
+    /// mappings), by file offset, one batch for the file; blazesym then forgets the file.
     #[cfg(feature = "symbolize")]
     fn resolve_user(
         &mut self,
         maps: &AddressSpaces,
-        mapping: crate::maps::MappingId,
+        path: &str,
+        build_id: Option<&[u8]>,
         frames: &[Frame],
     ) -> Vec<Vec<Line>> {
+        use blazesym::symbolize::evict::{self, Evict};
         use blazesym::symbolize::source::{Elf, Source};
-        use blazesym::symbolize::{Input, Symbolized};
+        use blazesym::symbolize::Input;
 
         let none = || vec![Vec::new(); frames.len()];
-        let Some(m) = maps.mapping(mapping) else {
-            return none();
-        };
-        if !m.is_file() {
-            return none();
-        }
-        if let Some(id) = &m.build_id {
-            let now = crate::maps::build_id::read(std::path::Path::new(&*m.path));
-            if now.as_ref().is_some_and(|now| now != id) {
-                if !self.changed.iter().any(|p| **p == *m.path) {
-                    self.changed.push(m.path.to_string());
+        if let Some(id) = build_id {
+            let now = crate::maps::build_id::read(std::path::Path::new(path));
+            if now.as_deref().is_some_and(|now| now != id) {
+                if !self.changed.iter().any(|p| p == path) {
+                    self.changed.push(path.to_owned());
                 }
                 return none();
             }
@@ -157,47 +162,21 @@ impl Symbols {
         let offsets: Vec<u64> = frames
             .iter()
             .map(|f| match f {
-                Frame::User { addr, .. } => m.file_offset_of(*addr),
+                Frame::User { mapping, addr } => maps
+                    .mapping(*mapping)
+                    .map_or(0, |m| m.file_offset_of(*addr)),
                 _ => 0,
             })
             .collect();
-        let src = Source::Elf(Elf::new(&*m.path));
-        let Ok(syms) = self.symbolizer.symbolize(&src, Input::FileOffset(&offsets)) else {
-            return none();
+        let src = Source::Elf(Elf::new(path));
+        let lines = match self.symbolizer.symbolize(&src, Input::FileOffset(&offsets)) {
+            Ok(syms) => syms.into_iter().map(lines_of).collect(),
+            Err(_) => none(),
         };
-        syms.into_iter()
-            .map(|s| match s {
-                Symbolized::Sym(sym) => {
-                    let pos = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
-                        (
-                            ci.map(|c| c.to_path().to_string_lossy().into_owned()),
-                            ci.and_then(|c| c.line),
-                        )
-                    };
-                    // blazesym lists inlined functions outermost first, each with the position of
-                    // the code inside it; the outer function's own position is its call site of
-                    // the first inlined one.
-                    let mut lines = Vec::with_capacity(sym.inlined.len() + 1);
-                    let (file, line) = pos(sym.code_info.as_deref());
-                    lines.push(Line {
-                        function: sym.name.to_string(),
-                        file,
-                        line,
-                    });
-                    for f in sym.inlined.iter() {
-                        let (file, line) = pos(f.code_info.as_ref());
-                        lines.push(Line {
-                            function: f.name.to_string(),
-                            file,
-                            line,
-                        });
-                    }
-                    lines.reverse();
-                    lines
-                }
-                Symbolized::Unknown(_) => Vec::new(),
-            })
-            .collect()
+        // Frames not seen before are few after the first snapshot: reading the file again then
+        // costs less than keeping every file's symbols and DWARF for the whole capture.
+        let _ = self.symbolizer.evict(&Evict::Elf(evict::Elf::new(path)));
+        lines
     }
 
     /// Without blazesym, user frames stay unresolved.
@@ -205,9 +184,47 @@ impl Symbols {
     fn resolve_user(
         &mut self,
         _maps: &AddressSpaces,
-        _mapping: crate::maps::MappingId,
+        _path: &str,
+        _build_id: Option<&[u8]>,
         frames: &[Frame],
     ) -> Vec<Vec<Line>> {
         vec![Vec::new(); frames.len()]
+    }
+}
+
+/// A blazesym result as our lines, innermost function first.
+#[cfg(feature = "symbolize")]
+fn lines_of(s: blazesym::symbolize::Symbolized<'_>) -> Vec<Line> {
+    use blazesym::symbolize::Symbolized;
+    match s {
+        Symbolized::Sym(sym) => {
+            let pos = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
+                (
+                    ci.map(|c| c.to_path().to_string_lossy().into_owned()),
+                    ci.and_then(|c| c.line),
+                )
+            };
+            // blazesym lists inlined functions outermost first, each with the position of
+            // the code inside it; the outer function's own position is its call site of
+            // the first inlined one.
+            let mut lines = Vec::with_capacity(sym.inlined.len() + 1);
+            let (file, line) = pos(sym.code_info.as_deref());
+            lines.push(Line {
+                function: sym.name.to_string(),
+                file,
+                line,
+            });
+            for f in sym.inlined.iter() {
+                let (file, line) = pos(f.code_info.as_ref());
+                lines.push(Line {
+                    function: f.name.to_string(),
+                    file,
+                    line,
+                });
+            }
+            lines.reverse();
+            lines
+        }
+        Symbolized::Unknown(_) => Vec::new(),
     }
 }

@@ -1,12 +1,14 @@
 //! Targets other than a plain command: this process (the library API, signal-free
-//! self-profiling, a snapshot without stopping), running pids, and a command that execs another
-//! program (its address space replaced mid-capture). Each decides at run time whether it may
-//! sample and says why it skips.
+//! self-profiling, a snapshot without stopping), running pids, a command that execs another
+//! program (its address space replaced mid-capture), one that `dlopen`s a library after it starts
+//! and a multithreaded one (both with frame pointers and with `-g dwarf`). Each decides at run
+//! time whether it may sample and says why it skips.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use perf_profile::{Options, Profiler, Target};
+use perf_profile::{CallGraph, Options, Profile, Profiler, Target};
 use tests::{require, Skip};
 
 fn may_sample() -> bool {
@@ -178,4 +180,151 @@ fn a_command_that_execs_is_followed_into_the_new_program() {
     };
     assert!(count("hot_a") > 50 && count("hot_b") > 20, "{folded:#?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn have_cc() -> bool {
+    Command::new("cc")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Each call-graph mode with the C flags its workloads are built with: frame pointers kept, or
+/// dropped for `-g dwarf` (x86_64 and aarch64).
+fn modes() -> Vec<(CallGraph, &'static [&'static str])> {
+    let mut m: Vec<(CallGraph, &[&str])> = vec![(
+        CallGraph::FramePointer,
+        &["-O0", "-g", "-fno-omit-frame-pointer"],
+    )];
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        m.push((
+            CallGraph::Dwarf {
+                stack_size: perf_profile::collect::DEFAULT_STACK_SIZE,
+            },
+            &["-O2", "-g", "-fomit-frame-pointer"],
+        ));
+    } else {
+        tests::skip(Skip::Environment, "-g dwarf unwinds on x86_64 and aarch64");
+    }
+    m
+}
+
+/// `cc FLAGS -o DIR/OUT tests/workload/SRC EXTRA...`.
+fn cc(dir: &Path, out: &str, src: &str, flags: &[&str], extra: &[&str]) -> PathBuf {
+    let bin = dir.join(out);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workload")
+        .join(src);
+    let o = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc {src:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    bin
+}
+
+/// Profiles `cmd` at 499 Hz until it ends.
+fn profile_command(cmd: Command, call_graph: CallGraph) -> Profile {
+    let mut opts = Options::default();
+    opts.frequency = 499;
+    opts.call_graph = call_graph;
+    let mut p = Profiler::start(Target::Command(cmd), &opts).unwrap();
+    while p
+        .child_mut()
+        .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    {
+        p.poll(Duration::from_millis(50)).unwrap();
+    }
+    let status = p.child_mut().unwrap().wait().unwrap();
+    assert!(status.success(), "the workload failed: {status}");
+    p.finish().unwrap()
+}
+
+/// Samples whose stack has `frames` (consecutive, root first), and all samples.
+fn with_frames(profile: &Profile, frames: &str) -> (u64, u64) {
+    let folded = profile.folded();
+    let needle = format!(";{frames};");
+    let hit = folded
+        .iter()
+        .filter(|(s, _)| format!(";{s};").contains(&needle))
+        .map(|(_, n)| n)
+        .sum();
+    (hit, folded.iter().map(|(_, n)| n).sum())
+}
+
+#[test]
+fn a_library_dlopened_after_the_start_has_its_frames_named() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have_cc(), Skip::Environment, "no C compiler (cc)");
+    for (mode, flags) in modes() {
+        let dir = std::env::temp_dir().join(format!("profile-test-dlopen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut lib_flags = flags.to_vec();
+        lib_flags.extend(["-shared", "-fPIC"]);
+        let lib = cc(&dir, "libplugin.so", "plugin.c", &lib_flags, &[]);
+        let host = cc(&dir, "dlopen", "dlopen.c", flags, &["-ldl"]);
+        // The library is not mapped at the exec, where the capture starts: only its MMAP2 record
+        // tells where it is.
+        let mut cmd = Command::new(&host);
+        cmd.arg(&lib).arg("0.5");
+        let profile = profile_command(cmd, mode);
+        let (hit, total) = with_frames(&profile, "main;plugin_spin;plugin_leaf");
+        println!("{mode:?}: main;plugin_spin;plugin_leaf in {hit} of {total} samples");
+        assert!(
+            hit > 100 && hit * 10 >= total * 8,
+            "{mode:?}: {hit} of {total}: {:#?}",
+            profile.folded()
+        );
+        assert!(
+            profile
+                .mappings()
+                .iter()
+                .any(|m| m.path.ends_with("libplugin.so")),
+            "no mapping of the library"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn every_thread_of_a_multithreaded_process_is_sampled() {
+    require!(
+        may_sample(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have_cc(), Skip::Environment, "no C compiler (cc)");
+    for (mode, flags) in modes() {
+        let dir = std::env::temp_dir().join(format!("profile-test-threads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = cc(&dir, "threads", "threads.c", flags, &["-pthread"]);
+        // Three threads created after the start, 0.3 s of CPU each: ~450 samples at 499 Hz
+        // (cpu-clock counts each thread's own time), whatever the load on the machine.
+        let mut cmd = Command::new(&bin);
+        cmd.arg("0.3");
+        let profile = profile_command(cmd, mode);
+        let (hit, total) = with_frames(&profile, "worker;thread_spin");
+        println!("{mode:?}: worker;thread_spin in {hit} of {total} samples");
+        assert!(
+            hit >= 300 && hit * 10 >= total * 8,
+            "{mode:?}: {hit} of {total} (one thread alone would give ~150): {:#?}",
+            profile.folded()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1,7 +1,8 @@
 //! The `profile` example on a C workload of known shape (`tests/workload/calls.c`:
 //! `main -> outer -> {hot_a -> leaf (2/3), hot_b -> leaf (1/3)}`), built with frame pointers:
 //! the share of each stack in our folded output is within 5 points of `perf record -g` +
-//! `perf script` on the same binary; `go tool pprof -raw` reads our pprof and shows the same
+//! `perf script` on the same binary; built `-O2 -fomit-frame-pointer`, our `-g dwarf` shares are
+//! within 5 points of `perf record --call-graph dwarf`; `go tool pprof -raw` reads our pprof and shows the same
 //! stacks; the SVG parses as XML and names every function; `--symbolize none` carries the build
 //! id `readelf -n` prints. Each test decides at run time and says why it skips.
 
@@ -40,10 +41,18 @@ fn scratch(name: &str) -> PathBuf {
 /// Builds the workload with frame pointers in every function (`-O0` keeps them in `leaf`, which
 /// calls nothing, and makes no tail calls that would drop `hot_a` and `hot_b` from the chains).
 fn build_workload(dir: &Path) -> PathBuf {
+    build_workload_with(
+        dir,
+        &["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline"],
+    )
+}
+
+fn build_workload_with(dir: &Path, flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
     let bin = dir.join("calls");
     let out = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .output()
@@ -230,54 +239,8 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
     // when they carry the device and inode, and Debian's perf 6.1 then aborts reading the file
     // ("assertion failed at util/build-id.c"); with build ids asked for, the records are what the
     // flag says.
-    let data = dir.join("perf.data");
-    let rec = Command::new("perf")
-        .args(["record", "-q", "--buildid-mmap", "-g", "-F", "999", "-o"])
-        .arg(&data)
-        .args([calls_s, "1.5"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        rec.status.success(),
-        "perf record failed: {}",
-        text(&rec.stderr)
-    );
-    let script = Command::new("perf")
-        .args(["script", "-F", "comm,ip,sym", "-i"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        script.status.success(),
-        "perf script failed: {}",
-        text(&script.stderr)
-    );
-    let script = text(&script.stdout);
-    let perf = perf_stacks(&script);
-    assert!(
-        perf.keys().any(|k| k.starts_with("main")),
-        "no workload stacks in perf script's output:\n{}",
-        &script[..script.len().min(2000)]
-    );
-
-    let (our_shares, perf_shares) = (shares(&our_stacks), shares(&perf));
-    for stack in [A, B] {
-        let o = our_shares.get(stack).copied().unwrap_or(0.0);
-        let p = perf_shares.get(stack).copied().unwrap_or(0.0);
-        println!("{stack}: ours {o:.1}%, perf {p:.1}%");
-        assert!(
-            (o - p).abs() <= 5.0,
-            "{stack}: ours {o:.1}% vs perf {p:.1}%"
-        );
-    }
-    // The workload's shape, so that agreeing on something else cannot pass.
-    let a = our_shares.get(A).copied().unwrap_or(0.0);
-    let b = our_shares.get(B).copied().unwrap_or(0.0);
-    assert!(
-        (55.0..80.0).contains(&a) && (22.0..45.0).contains(&b),
-        "hot_a {a:.1}%, hot_b {b:.1}%"
-    );
+    let perf = perf_record_stacks(&dir, &["-g"], &[calls_s, "1.5"]);
+    assert_shares_agree(&our_stacks, &perf);
 
     // A real consumer reads the pprof and sees the same stacks as the folded output.
     if have("go", "version") {
@@ -331,6 +294,137 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
             text(&parsed.stderr)
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `perf record` with `call_graph` of `cmd` at 999 Hz, then `perf script`: its workload stacks.
+fn perf_record_stacks(dir: &Path, call_graph: &[&str], cmd: &[&str]) -> BTreeMap<String, u64> {
+    // `--buildid-mmap`: this kernel marks MMAP2 records with PERF_RECORD_MISC_MMAP_BUILD_ID even
+    // when they carry the device and inode, and Debian's perf 6.1 then aborts reading the file
+    // ("assertion failed at util/build-id.c"); with build ids asked for, the records are what the
+    // flag says.
+    let data = dir.join("perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "--buildid-mmap"])
+        .args(call_graph)
+        .args(["-F", "999", "-o"])
+        .arg(&data)
+        .args(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "perf record failed: {}",
+        text(&rec.stderr)
+    );
+    let script = Command::new("perf")
+        .args(["script", "-F", "comm,ip,sym", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        script.status.success(),
+        "perf script failed: {}",
+        text(&script.stderr)
+    );
+    let script = text(&script.stdout);
+    let perf = perf_stacks(&script);
+    assert!(
+        perf.keys().any(|k| k.starts_with("main")),
+        "no workload stacks in perf script's output:\n{}",
+        &script[..script.len().min(2000)]
+    );
+    perf
+}
+
+/// Our shares of the two workload stacks are within 5 points of perf's, and have the workload's
+/// shape (so that agreeing on something else cannot pass).
+fn assert_shares_agree(ours: &BTreeMap<String, u64>, perf: &BTreeMap<String, u64>) {
+    let (our_shares, perf_shares) = (shares(ours), shares(perf));
+    for stack in [A, B] {
+        let o = our_shares.get(stack).copied().unwrap_or(0.0);
+        let p = perf_shares.get(stack).copied().unwrap_or(0.0);
+        println!("{stack}: ours {o:.1}%, perf {p:.1}%");
+        assert!(
+            (o - p).abs() <= 5.0,
+            "{stack}: ours {o:.1}% vs perf {p:.1}%\nours: {ours:?}\nperf: {perf:?}"
+        );
+    }
+    let a = our_shares.get(A).copied().unwrap_or(0.0);
+    let b = our_shares.get(B).copied().unwrap_or(0.0);
+    assert!(
+        (55.0..80.0).contains(&a) && (22.0..45.0).contains(&b),
+        "hot_a {a:.1}%, hot_b {b:.1}%"
+    );
+}
+
+#[test]
+fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(
+        cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
+        Skip::Environment,
+        "-g dwarf unwinds on x86_64 and aarch64"
+    );
+    require!(
+        have("cc", "--version"),
+        Skip::Environment,
+        "no C compiler (cc)"
+    );
+    require!(
+        have("perf", "--version"),
+        Skip::Environment,
+        "perf is not installed (Debian: linux-perf)"
+    );
+    let dir = scratch("dwarf");
+    let calls = build_workload_with(&dir, &["-O2", "-g", "-fomit-frame-pointer"]);
+    let calls_s = calls.to_str().unwrap();
+    let out_folded = dir.join("dwarf.folded");
+    let ours = profile(&[
+        "-F",
+        "999",
+        "-g",
+        "dwarf",
+        "-o",
+        out_folded.to_str().unwrap(),
+        "--",
+        calls_s,
+        "1.0",
+    ]);
+    assert!(
+        ours.status.success(),
+        "profile failed: {}",
+        text(&ours.stderr)
+    );
+    let our_stacks = folded_stacks(&std::fs::read_to_string(&out_folded).unwrap());
+    let perf = perf_record_stacks(&dir, &["--call-graph", "dwarf"], &[calls_s, "1.0"]);
+    assert_shares_agree(&our_stacks, &perf);
+
+    // The binary has no frame pointers: frame-pointer chains lose hot_a and hot_b, so the
+    // agreement above is the DWARF unwinder's.
+    let fp_folded = dir.join("fp.folded");
+    let fp = profile(&[
+        "-F",
+        "999",
+        "-o",
+        fp_folded.to_str().unwrap(),
+        "--",
+        calls_s,
+        "0.3",
+    ]);
+    assert!(fp.status.success(), "profile failed: {}", text(&fp.stderr));
+    let fp_shares = shares(&folded_stacks(
+        &std::fs::read_to_string(&fp_folded).unwrap(),
+    ));
+    let fp_a = fp_shares.get(A).copied().unwrap_or(0.0);
+    println!("{A} with frame pointers: {fp_a:.1}%");
+    assert!(fp_a < 30.0, "-g fp found {A} in {fp_a:.1}% of samples");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

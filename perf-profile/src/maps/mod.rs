@@ -74,6 +74,9 @@ pub struct AddressSpaces {
     file_ids: HashMap<Arc<str>, Option<Vec<u8>>>,
     /// Processes whose `/proc/PID/maps` could not be read when first seen (gone already).
     unseeded: u64,
+    /// Per process, a number that changes whenever its space does (for caches of a space).
+    generations: HashMap<u32, u64>,
+    next_generation: u64,
 }
 
 impl AddressSpaces {
@@ -102,6 +105,26 @@ impl AddressSpaces {
         self.spaces.contains_key(&pid)
     }
 
+    /// A number that changes whenever `pid`'s space changes (a mapping, an exec, a fork, an
+    /// exit): what a cache derived from the space compares.
+    pub fn generation(&self, pid: u32) -> u64 {
+        self.generations.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// `pid`'s mappings: each address range with its mapping, by address.
+    pub fn space(&self, pid: u32) -> impl Iterator<Item = (std::ops::Range<u64>, MappingId)> + '_ {
+        self.spaces
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .map(|(&start, &(end, id))| (start..end, id))
+    }
+
+    fn touch(&mut self, pid: u32) {
+        self.next_generation += 1;
+        self.generations.insert(pid, self.next_generation);
+    }
+
     /// Seeds `pid`'s space from `/proc/PID/maps` (its executable mappings). Returns `false` when
     /// the file cannot be read (the process is gone).
     pub fn seed_from_proc(&mut self, pid: u32) -> bool {
@@ -121,6 +144,7 @@ impl AddressSpaces {
     /// Seeds `pid`'s space from the text of a `/proc/PID/maps` file, replacing what was known.
     pub fn seed(&mut self, pid: u32, maps: &str) {
         self.spaces.insert(pid, Space::new());
+        self.touch(pid);
         for line in maps.lines() {
             let Some(m) = parse_maps_line(line) else {
                 continue;
@@ -166,11 +190,13 @@ impl AddressSpaces {
         let space = self.spaces.entry(pid).or_default();
         unmap(space, start, end);
         space.insert(start, (end, id));
+        self.touch(pid);
     }
 
     /// `pid` executed a new image: its old mappings are gone.
     pub fn exec(&mut self, pid: u32) {
         self.spaces.insert(pid, Space::new());
+        self.touch(pid);
     }
 
     /// A new process `child` was forked from `parent`: it starts with a copy of the parent's space.
@@ -181,11 +207,13 @@ impl AddressSpaces {
         }
         let space = self.spaces.get(&parent).cloned().unwrap_or_default();
         self.spaces.insert(child, space);
+        self.touch(child);
     }
 
     /// The process `pid` exited.
     pub fn exit(&mut self, pid: u32) {
         self.spaces.remove(&pid);
+        self.generations.remove(&pid);
     }
 
     /// The mapping of `addr` in `pid`'s space.
@@ -330,6 +358,15 @@ mod tests {
         assert_eq!(
             path(&s, 7, 0x7f00_0000_0010).as_deref(),
             Some("/usr/lib/libplug.so")
+        );
+        // Each change of 8's space is seen by its generation, not by 7's.
+        let (g7, g8) = (s.generation(7), s.generation(8));
+        s.mmap(8, 0x50_0000, 0x1000, 0, "/bin/more", None);
+        assert_ne!(s.generation(8), g8);
+        assert_eq!(s.generation(7), g7);
+        assert_eq!(
+            s.space(8).map(|(r, _)| r.start).collect::<Vec<_>>(),
+            [0x40_0000, 0x50_0000]
         );
         // 8 exits; its pid is reused by a child of 7.
         s.exit(8);

@@ -1,22 +1,39 @@
 /* The test workload: main -> outer -> {hot_a -> leaf (2/3 of the time), hot_b -> leaf (1/3)}.
- * Runs for argv[1] seconds of CPU time. Built by the tests with frame pointers. */
+ * Runs for argv[1] seconds of CPU time. Built by the tests with frame pointers (-O0) and without
+ * (-O2 -fomit-frame-pointer): KEEP keeps each function a function of its own at -O2 (no inlining,
+ * no specialized clone such as leaf.constprop.0) and AFTER_CALLS keeps the last call of hot_a and
+ * hot_b a call, not a tail jump that would drop them from the stack. */
 #include <stdlib.h>
 #include <time.h>
 
+#if defined(__clang__)
+#define KEEP __attribute__((noinline))
+#else
+#define KEEP __attribute__((noinline, noipa))
+#endif
+#define AFTER_CALLS() __asm__ volatile("" ::: "memory")
+
 static volatile unsigned long sink;
 
-__attribute__((noinline)) void leaf(unsigned long n) {
+KEEP void leaf(unsigned long n) {
     unsigned long x = sink;
     for (unsigned long i = 0; i < n; i++)
         x = x * 6364136223846793005UL + 1442695040888963407UL;
     sink = x;
 }
 
-__attribute__((noinline)) void hot_a(void) { leaf(200000); leaf(200000); }
+KEEP void hot_a(void) {
+    leaf(200000);
+    leaf(200000);
+    AFTER_CALLS();
+}
 
-__attribute__((noinline)) void hot_b(void) { leaf(200000); }
+KEEP void hot_b(void) {
+    leaf(200000);
+    AFTER_CALLS();
+}
 
-__attribute__((noinline)) void outer(double secs) {
+KEEP void outer(double secs) {
     struct timespec t;
     double end;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);

@@ -5,8 +5,16 @@
 //! `PERF_CONTEXT_*` marker. This module splits it at the markers. Every frame but the first of
 //! each part is a return address, which points after the call: one is subtracted so that it names
 //! the calling instruction (and its line), as perf and samply do.
+//!
+//! With `-g dwarf` ([`dwarf`], x86_64 and aarch64) the kernel part of the chain still comes from
+//! the kernel; the user part is unwound here from a copy of the user stack with framehop.
 
 use perf_event::perf_sys as sys;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod dwarf;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod elf;
 
 /// Where a frame's code runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,0 +1,340 @@
+//! The `profile` example against perf, side by side in one run (issue 27's speed and memory
+//! targets):
+//!
+//! 1. A system-wide capture, 5 s at 999 Hz with call chains (frame pointers), of the same load
+//!    (two copies of the C workload `tests/workload/calls.c`, plus whatever else runs): `profile -a
+//!    -F 999 -d 5 -o X.pb.gz` (a symbolized pprof) and, at the same time, `perf record -a -g -F 999
+//!    -- sleep 5` followed by `perf script`. Each one's own CPU (user + system, from `wait4`) and
+//!    peak RSS; the ratios. Targets: CPU <= 0.5x, peak RSS <= 64 MiB.
+//! 2. `-g dwarf` on a command (the workload built `-O2 -fomit-frame-pointer`), 999 Hz, symbolized
+//!    at the end: the profiler's own CPU per sample, and `perf record --call-graph dwarf` +
+//!    `perf script`'s on the same command, run after it. (samply 0.13.1 is not run here.)
+//! 3. The workload's slowdown when profiled at 99 Hz: a fixed amount of work (a shell loop) timed
+//!    alone and under `profile -F 99`, the median of 5 runs each.
+//!
+//! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
+//! changes the capture's length. Prints `skipped: <reason>` where it cannot run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What `wait4` says of a finished child.
+struct Usage {
+    cpu: Duration,
+    max_rss_kib: u64,
+    wall: Duration,
+    ok: bool,
+}
+
+/// Spawns `cmd` and reaps it with `wait4`, for its own CPU time and peak RSS (and its waited-for
+/// descendants').
+// The child is reaped by `wait4`, which std cannot see.
+#[allow(clippy::zombie_processes)]
+fn spawn_usage(cmd: &mut Command) -> impl FnOnce() -> Usage {
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    move || {
+        let pid = child.id() as i32;
+        // SAFETY: rusage is plain integers; all-zero is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let mut status = 0;
+        // SAFETY: waits for our own child, once; `status` and `ru` are valid and writable.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Usage {
+            cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+            max_rss_kib: ru.ru_maxrss as u64,
+            wall: started.elapsed(),
+            ok: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        }
+    }
+}
+
+fn have(tool: &str, arg: &str) -> bool {
+    Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn skip(why: &str) {
+    println!("skipped: {why}");
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is taken.
+    if !tests::is_root() {
+        return skip("system-wide sampling needs root");
+    }
+    if !have("perf", "--version") {
+        return skip("perf is not installed (Debian: linux-perf)");
+    }
+    if !have("cc", "--version") {
+        return skip("no C compiler (cc)");
+    }
+    let secs: u64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let profile = tests::package_example_binary("perf-profile", "profile");
+    let dir = std::env::temp_dir().join(format!("profile-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = build_workload(&dir);
+    system_wide(&profile, &calls, &dir, secs);
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        dwarf(&profile, &dir);
+    } else {
+        skip("-g dwarf unwinds on x86_64 and aarch64");
+    }
+    slowdown(&profile);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn build_workload(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
+    let bin = dir.join("calls");
+    let ok = Command::new("cc")
+        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc failed");
+    bin
+}
+
+fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
+    println!(
+        "system-wide, {secs} s at 999 Hz with call chains (fp), a symbolized pprof at the end:"
+    );
+    // The load, on every CPU, outlasting both captures.
+    let load: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(calls)
+                .arg((secs + 3).to_string())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let data = dir.join("perf.data");
+    // `--buildid-mmap`: see tests/vs_perf.rs (Debian's perf 6.1 cannot read the file otherwise).
+    let perf_record = spawn_usage(
+        Command::new("perf")
+            .args(["record", "-a", "-g", "-F", "999", "--buildid-mmap", "-o"])
+            .arg(&data)
+            .args(["--", "sleep", &secs.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let ours_err = dir.join("ours.stderr");
+    let ours = spawn_usage(
+        Command::new(profile)
+            .args(["-a", "-F", "999", "-d", &secs.to_string(), "-o"])
+            .arg(dir.join("ours.pb.gz"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&ours_err).unwrap()),
+    );
+    let ours = ours();
+    let rec = perf_record();
+    for mut l in load {
+        let _ = l.kill();
+        let _ = l.wait();
+    }
+    assert!(ours.ok, "profile failed: {}", read(&ours_err));
+    assert!(rec.ok, "perf record failed");
+    let script_out = dir.join("perf.script");
+    let script = spawn_usage(
+        Command::new("perf")
+            .args(["script", "-i"])
+            .arg(&data)
+            .stdout(std::fs::File::create(&script_out).unwrap())
+            .stderr(Stdio::null()),
+    )();
+    assert!(script.ok, "perf script failed");
+    let perf_samples = read(&script_out)
+        .split("\n\n")
+        .filter(|b| !b.trim().is_empty())
+        .count();
+    let our_samples = read(&ours_err)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split_once(" samples in ")
+                .map(|(n, _)| n.to_owned())
+        })
+        .unwrap_or_default();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!(
+        "  profile:          {:7.0} ms CPU, peak RSS {:6.1} MiB, {our_samples} samples",
+        ms(ours.cpu),
+        mib(ours.max_rss_kib)
+    );
+    println!(
+        "  perf record -a -g:{:7.0} ms CPU, peak RSS {:6.1} MiB",
+        ms(rec.cpu),
+        mib(rec.max_rss_kib)
+    );
+    println!(
+        "  perf script:      {:7.0} ms CPU, peak RSS {:6.1} MiB, {perf_samples} samples ({:.1} s)",
+        ms(script.cpu),
+        mib(script.max_rss_kib),
+        script.wall.as_secs_f64()
+    );
+    let perf_cpu = rec.cpu + script.cpu;
+    println!(
+        "  CPU ratio profile / (perf record + perf script): {:.3} (target <= 0.5)",
+        ours.cpu.as_secs_f64() / perf_cpu.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  peak RSS of profile: {:.1} MiB (target <= 64); perf script's {:.1} MiB",
+        mib(ours.max_rss_kib),
+        mib(script.max_rss_kib)
+    );
+}
+
+fn dwarf(profile: &Path, dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
+    let bin = dir.join("calls-O2");
+    let ok = Command::new("cc")
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc failed");
+    println!("-g dwarf (8 KiB stacks), a command for 3 s of CPU at 999 Hz, symbolized at the end:");
+    let err = dir.join("dwarf.stderr");
+    let ours = spawn_usage(
+        Command::new(profile)
+            .args(["-F", "999", "-g", "dwarf", "-o"])
+            .arg(dir.join("dwarf.pb.gz"))
+            .arg("--")
+            .arg(&bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap()),
+    )();
+    assert!(ours.ok, "profile failed: {}", read(&err));
+    // The command's CPU is in `ours.cpu` too (a waited-for child): take it out with the
+    // command's own 3 s of CPU (it runs until its CPU time reaches 3 s).
+    let samples: u64 = read(&err)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split_once(" samples in ")
+                .and_then(|(n, _)| n.parse().ok())
+        })
+        .unwrap_or(0);
+    let own = ours.cpu.saturating_sub(Duration::from_secs(3));
+    let data = dir.join("dwarf.data");
+    let rec = spawn_usage(
+        Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "--buildid-mmap",
+                "--call-graph",
+                "dwarf",
+                "-F",
+                "999",
+                "-o",
+            ])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )();
+    let script = spawn_usage(
+        Command::new("perf")
+            .args(["script", "-i"])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )();
+    assert!(rec.ok && script.ok, "perf failed");
+    let perf_own = rec.cpu.saturating_sub(Duration::from_secs(3)) + script.cpu;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / samples.max(1) as f64;
+    println!(
+        "  profile: {:.0} ms CPU of its own for {samples} samples ({:.0} us per sample), peak RSS \
+         {:.1} MiB",
+        own.as_secs_f64() * 1e3,
+        per(own),
+        ours.max_rss_kib as f64 / 1024.0
+    );
+    println!(
+        "  perf record --call-graph dwarf + perf script: {:.0} ms ({:.0} us per sample of ours); \
+         ratio {:.3}",
+        perf_own.as_secs_f64() * 1e3,
+        per(perf_own),
+        own.as_secs_f64() / perf_own.as_secs_f64().max(1e-9)
+    );
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// A fixed amount of work, a shell loop of `n` steps, that prints how long it took in ns (its
+/// own time, not the profiler's start or its writing the profile).
+const WORK: &str = "s=$(date +%s%N); i=0; while [ $i -lt $1 ]; do i=$((i+1)); done; \
+                    e=$(date +%s%N); echo $((e-s))";
+
+fn timed(cmd: &mut Command) -> Duration {
+    let out = cmd.stderr(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed");
+    let ns: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the loop prints its time in ns");
+    Duration::from_nanos(ns)
+}
+
+fn slowdown(profile: &Path) {
+    const N: &str = "1000000";
+    const RUNS: usize = 5;
+    let median = |v: &[Duration]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let out = std::env::temp_dir().join(format!("profile-bench-{}.folded", std::process::id()));
+    let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+    // Alternating, so that a change in the machine's load falls on both.
+    for _ in 0..RUNS {
+        plain.push(timed(Command::new("sh").args(["-c", WORK, "sh", N])));
+        profiled.push(timed(
+            Command::new(profile)
+                .args(["-F", "99", "-o"])
+                .arg(&out)
+                .args(["--", "sh", "-c", WORK, "sh", N]),
+        ));
+    }
+    let _ = std::fs::remove_file(&out);
+    let (p, q) = (median(&plain), median(&profiled));
+    println!(
+        "workload slowdown at 99 Hz (a {N}-step shell loop timing itself, median of {RUNS}): \
+         alone {:.0} ms, profiled {:.0} ms: {:+.1}%",
+        p.as_secs_f64() * 1e3,
+        q.as_secs_f64() * 1e3,
+        100.0 * (q.as_secs_f64() / p.as_secs_f64() - 1.0)
+    );
+    let ms = |v: &[Duration]| v.iter().map(Duration::as_millis).collect::<Vec<_>>();
+    println!(
+        "  alone (ms):    {:?}\n  profiled (ms): {:?}",
+        ms(&plain),
+        ms(&profiled)
+    );
+}
