@@ -123,7 +123,7 @@ fn a_group_of_software_events_reads_as_one() {
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
         assert!(
-            err.contains("cannot use event") && err.contains("event syntax error"),
+            err.contains(&format!("cannot use -e {bad}")) && err.contains("event syntax error"),
             "{bad}: {err}"
         );
     }
