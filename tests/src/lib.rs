@@ -196,6 +196,40 @@ pub fn run_example(name: &str, args: &[&str]) -> std::process::Output {
         .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()))
 }
 
+/// Copies the executable `from` to `to` (mode 0755) so that it can be executed right away, even while
+/// other test threads of this process spawn children.
+///
+/// Copying in this process would hold a write descriptor on `to`; a child forked meanwhile by another
+/// thread inherits it until its own `exec`, and executing `to` in that window fails with `ETXTBSY`
+/// ("Text file busy"; `errors_open` failed so about one run in 40). So `cp` writes the file: the
+/// write descriptor exists only in that child, which has exited when this returns, and no process
+/// forked from this one ever holds it.
+pub fn copy_executable(from: &std::path::Path, to: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let out = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "running cp (coreutils or busybox) to copy {}: {e}",
+                from.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "cp {} {} failed: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // chmod by path: no descriptor is opened.
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", to.display()));
+}
+
 /// A made-up hybrid CPU for tests on a machine without one: a sysfs PMU tree at `root` with two core
 /// PMUs, `cpu_core` on CPU 0 and `cpu_atom` on CPU 1, whose type is the software PMU's (1) and
 /// whose one alias `clock` is `config=0` (`cpu-clock`). Parsing `clock` against it gives one copy
