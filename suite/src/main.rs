@@ -6,6 +6,10 @@
 //! `ok` and hides its `skipped: <reason>` line; here it counts as skipped, not passed. The tests
 //! report skips through a log file named by `PERF_TEST_SKIP_LOG` (see [`tally::SKIP_LOG_ENV`]).
 //! Exits with cargo's status. `PERF_TEST_STRICT=1` passes through to the tests.
+//!
+//! The sums read libtest's `test result:` lines from the output, so with `-- --nocapture` a test that
+//! prints a child test binary's own output (as `reliability_unprivileged` does) adds that child's line
+//! too; without it (the default) libtest keeps such output to itself.
 
 mod tally;
 
