@@ -18,16 +18,8 @@ use perf_sys::*;
 // ---------------------------------------------------------------------------------------------------------
 // helpers
 
-fn strict() -> bool {
-    std::env::var("PERF_TEST_STRICT").is_ok_and(|v| v == "1")
-}
-
-fn skip(reason: &str) {
-    if strict() {
-        panic!("PERF_TEST_STRICT=1 and this test would skip: {reason}");
-    }
-    println!("skipped: {reason}");
-}
+mod skip;
+use skip::skip;
 
 /// `perf --version`, or `None` (after printing why) when the perf tool is missing.
 fn perf_tool() -> Option<String> {

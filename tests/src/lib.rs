@@ -2,7 +2,8 @@
 //!
 //! A test that cannot run here (no privilege, no hardware PMU, no tracefs) calls [`skip`], which prints
 //! `skipped: <reason>`. With `PERF_TEST_STRICT=1` (set by `.ci/run`) a skip for missing *privilege* panics,
-//! so CI, which runs as root, always runs those tests.
+//! so CI, which runs as root, always runs those tests. Run through the README's test command
+//! (`cargo run -q -p suite`), skips are counted and their reasons listed at the end.
 #![warn(missing_docs)]
 
 /// The READMEs of `perf-sys` and `perf-core` (crates.io shows them), compiled and run as doc tests
@@ -32,12 +33,56 @@ pub fn strict() -> bool {
     std::env::var("PERF_TEST_STRICT").is_ok_and(|v| v == "1")
 }
 
-/// Prints `skipped: <reason>`; in strict mode a [`Skip::Privilege`] skip panics instead.
+/// Prints `skipped: <reason>` (the calling test then returns without running); in strict mode a
+/// [`Skip::Privilege`] skip panics instead.
+///
+/// With `PERF_TEST_SKIP_LOG` set (by the README's test command, `cargo run -p suite`), also appends
+/// the skip to that file, so the run's summary counts the test as skipped rather than passed and
+/// lists the reason: libtest shows such a test as `ok` and hides what it printed.
 pub fn skip(kind: Skip, reason: &str) {
     if kind == Skip::Privilege && strict() {
         panic!("PERF_TEST_STRICT=1 and this test would skip for missing privilege: {reason}");
     }
+    log_skip("whole", reason);
     println!("skipped: {reason}");
+}
+
+/// [`skip`] for one part of a test that goes on with the rest (one case of a table of cases):
+/// prints `skipped (part): <reason>`, and the summary lists the reason without counting the test
+/// as skipped. Strict mode as for [`skip`].
+pub fn skip_part(kind: Skip, reason: &str) {
+    if kind == Skip::Privilege && strict() {
+        panic!(
+            "PERF_TEST_STRICT=1 and a part of this test would skip for missing privilege: {reason}"
+        );
+    }
+    log_skip("part", reason);
+    println!("skipped (part): {reason}");
+}
+
+/// Appends `<test binary> TAB <test name> TAB <scope> TAB <reason>` to the file `PERF_TEST_SKIP_LOG`
+/// names, if set (the format `suite/src/tally.rs` reads). libtest runs each test on a thread named
+/// after it. Errors are ignored: a child re-run as another user cannot open the file, and a missing
+/// log line only makes the summary count a skipped test as passed.
+fn log_skip(scope: &str, reason: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("PERF_TEST_SKIP_LOG") else {
+        return;
+    };
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let thread = std::thread::current();
+    let test = thread.name().filter(|n| *n != "main").unwrap_or("");
+    let line = format!(
+        "{binary}\t{test}\t{scope}\t{}\n",
+        reason.replace(['\n', '\t'], " ")
+    );
+    // One write of one short line to a file opened for appending: lines of parallel tests do not mix.
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
+    }
 }
 
 /// Returns early from the calling test with [`skip`] when `$cond` is false.
@@ -194,6 +239,40 @@ pub fn run_example(name: &str, args: &[&str]) -> std::process::Output {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()))
+}
+
+/// Copies the executable `from` to `to` (mode 0755) so that it can be executed right away, even while
+/// other test threads of this process spawn children.
+///
+/// Copying in this process would hold a write descriptor on `to`; a child forked meanwhile by another
+/// thread inherits it until its own `exec`, and executing `to` in that window fails with `ETXTBSY`
+/// ("Text file busy"; `errors_open` failed so about one run in 40). So `cp` writes the file: the
+/// write descriptor exists only in that child, which has exited when this returns, and no process
+/// forked from this one ever holds it.
+pub fn copy_executable(from: &std::path::Path, to: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let out = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "running cp (coreutils or busybox) to copy {}: {e}",
+                from.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "cp {} {} failed: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // chmod by path: no descriptor is opened.
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", to.display()));
 }
 
 /// A made-up hybrid CPU for tests on a machine without one: a sysfs PMU tree at `root` with two core

@@ -1,7 +1,6 @@
 //! Each diagnosed error, provoked on purpose, with its message checked.
 
 use std::ffi::CString;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use perf_event::config::{online_cpus, CallChain, Cgroup, Cpu, Opts, Proc};
@@ -23,8 +22,8 @@ fn rerun(mode: &str, test: &str, setpriv: bool) -> String {
     // A copy the unprivileged user can execute (the build tree may not be reachable).
     let copy =
         std::env::temp_dir().join(format!("perf-event-errors-{}-{mode}", std::process::id()));
-    std::fs::copy(&exe, &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Written by a child process: see `tests::copy_executable` (ETXTBSY otherwise).
+    tests::copy_executable(&exe, &copy);
     let mut cmd = if setpriv {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])

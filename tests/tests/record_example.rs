@@ -832,9 +832,8 @@ fn permission_limits_are_explained() {
     let dir = TempDir::new("nobody");
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.0.join("record");
-    std::fs::copy(record_bin(), &bin).unwrap();
+    tests::copy_executable(record_bin(), &bin);
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let as_nobody = |args: &[&str]| {
         Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])

@@ -6,7 +6,6 @@
 //! The test re-executes its own binary, copied to the temp dir so that uid 65534 can run it.
 #![allow(clippy::field_reassign_with_default)] // options are set field by field, as in the docs
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use perf_event::config::{Cpu, Opts, Proc, SampleOn};
@@ -168,8 +167,7 @@ fn unprivileged_subset_at_the_machines_paranoid_level() {
     );
     let exe = std::env::current_exe().unwrap();
     let copy = std::env::temp_dir().join(format!("perf-event-unpriv-{}", std::process::id()));
-    std::fs::copy(&exe, &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tests::copy_executable(&exe, &copy);
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&copy)

@@ -527,10 +527,9 @@ fn permission_limits_are_explained() {
     let dir = std::env::temp_dir().join(format!("perf-rs-stat-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bin = dir.join("stat");
-    std::fs::copy(stat_bin(), &bin).unwrap();
+    tests::copy_executable(stat_bin(), &bin);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let as_nobody = |args: &[&str]| {
         Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])

@@ -6,7 +6,9 @@
 //! (min–max over rounds); ratios are to the section's baseline from the same run.
 //!
 //! Arguments (after `--`): `--quick` (CI smoke: few rounds, small sizes, seconds), `--long` (more
-//! rounds and all ring sizes); or `PERF_BENCH=quick|long`. A preflight prints the environment first.
+//! rounds and all ring sizes); or `PERF_BENCH=quick|long`; `--only=count,rdpmc` runs only the sections
+//! named (`count`, `parse`, `drain`, `async`, `rdpmc`; `scripts/hw-x86.sh` runs those two). A preflight
+//! prints the environment first.
 #![allow(clippy::field_reassign_with_default)] // options are set field by field, as in the docs
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -80,6 +82,20 @@ fn run_len() -> Len {
     } else {
         Len::Normal
     }
+}
+
+/// A section of the report: runs its contenders and appends their rows.
+type Section = fn(Len, &mut Vec<Row>);
+
+/// The sections `--only=a,b` names, or `None` for all; exits with a usage error on a name not in `known`.
+fn only_sections(known: &[&str]) -> Option<Vec<String>> {
+    let arg = std::env::args().find_map(|a| a.strip_prefix("--only=").map(str::to_owned))?;
+    let names: Vec<String> = arg.split(',').map(str::to_owned).collect();
+    if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
+        eprintln!("report: no section {bad:?} (--only= takes some of {known:?}, comma-separated)");
+        std::process::exit(2);
+    }
+    Some(names)
 }
 
 // ---------------------------------------------------------------- shared helpers
@@ -264,11 +280,19 @@ fn main() {
     let started = std::time::Instant::now();
     pin(0);
     let mut rows = Vec::new();
-    count::run(len, &mut rows);
-    parse::run(len, &mut rows);
-    drain::run(len, &mut rows);
-    async_wakeup::run(len, &mut rows);
-    rdpmc::run(len, &mut rows);
+    let sections: [(&str, Section); 5] = [
+        ("count", count::run),
+        ("parse", parse::run),
+        ("drain", drain::run),
+        ("async", async_wakeup::run),
+        ("rdpmc", rdpmc::run),
+    ];
+    let only = only_sections(&sections.map(|(name, _)| name));
+    for (name, run) in sections {
+        if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
+            run(len, &mut rows);
+        }
+    }
     print_table(&rows);
     println!(
         "\ntotal {:.1} s; ratios are to each section's first row (the baseline) from this run",
