@@ -154,11 +154,6 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
          not cgroups",
     ),
     // Not yet in ours.
-    ("~UnwindSafe for sample::auxiliary::AuxTracer<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::auxiliary::iter::CowIter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::auxiliary::iter::Iter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::iter::CowIter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::iter::Iter<", "not yet: as Sampler"),
     (
         "~sample::auxiliary::iter::Async",
         "not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)",
@@ -175,11 +170,6 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
          ring offset, and 0 is refused at run time",
     ),
     ("~sample::auxiliary::iter::CowIter::next<", "as `Iter::next`: `max_chunk_len: Option<u64>`"),
-    (
-        "~UnwindSafe for sample::Sampler ",
-        "not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait \
-         objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`",
-    ),
 ];
 
 fn out_dir() -> PathBuf {

@@ -6420,11 +6420,10 @@ fn _impl_1049() {
 }
 
 // impl RefUnwindSafe for sample::Sampler (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1050() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::Sampler>();
-// }
+fn _impl_1050() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::Sampler>();
+}
 
 // impl RefUnwindSafe for sample::record::Parser (auto)
 fn _impl_1051() {
@@ -9677,11 +9676,10 @@ fn _impl_1580() {
 }
 
 // impl UnwindSafe for sample::Sampler (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1581() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::Sampler>();
-// }
+fn _impl_1581() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::Sampler>();
+}
 
 // impl UnwindSafe for sample::auxiliary::iter::Wait (auto)
 // DIFFERENCE: 0.5.1's `Wait` is an internal waker state that leaked into its API (no methods, no constructor): nothing to alias
@@ -10040,39 +10038,34 @@ fn _impl_1638() {
 }
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1639() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
-// }
+fn _impl_1639() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::AuxTracer<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1640() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
-// }
+fn _impl_1640() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1641() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
-// }
+fn _impl_1641() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::Iter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1642() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::iter::CowIter<'static>>();
-// }
+fn _impl_1642() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::iter::CowIter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1643() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::iter::Iter<'static>>();
-// }
+fn _impl_1643() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::iter::Iter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::rb::CowChunk<'a> (auto)
 fn _impl_1644() {
@@ -10279,39 +10272,34 @@ fn _impl_1676() {
 }
 
 // impl<'a> UnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1677() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
-// }
+fn _impl_1677() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::AuxTracer<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1678() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
-// }
+fn _impl_1678() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1679() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
-// }
+fn _impl_1679() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::Iter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1680() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::iter::CowIter<'static>>();
-// }
+fn _impl_1680() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::iter::CowIter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1681() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::iter::Iter<'static>>();
-// }
+fn _impl_1681() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::iter::Iter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::rb::CowChunk<'a> (auto)
 fn _impl_1682() {
