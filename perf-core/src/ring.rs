@@ -221,7 +221,17 @@ impl<A: Area> Ring<A> {
         owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self, Error> {
         // SAFETY: the caller's contract is ours.
-        unsafe { Self::with_producer(page, data, size, mode, owner.map(Owner), Producer::Unknown, None) }
+        unsafe {
+            Self::with_producer(
+                page,
+                data,
+                size,
+                mode,
+                owner.map(Owner),
+                Producer::Unknown,
+                None,
+            )
+        }
     }
 
     /// [`from_raw_parts`](Self::from_raw_parts) with what perf-core knows about the memory.

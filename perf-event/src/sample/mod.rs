@@ -65,7 +65,9 @@ mod sampler;
 
 pub use asynk::{AsyncCowIter, AsyncIter};
 // perf-event-open 0.5's module paths.
-pub use aux_tracer::{AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer};
+pub use aux_tracer::{
+    AsyncAuxCowIter, AsyncAuxIter, AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer,
+};
 pub use compat::{auxiliary, rb};
 pub use iter::{CowChunk, CowIter, Iter};
 pub use per_cpu::{AsyncMergedIter, MergedIter, PerCpuSampler};
