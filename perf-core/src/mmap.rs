@@ -280,7 +280,7 @@ impl Ring<Data> {
         // `offset < len`, which fits in usize.
         let data = NonNull::new(mapping.raw.as_mut_ptr().wrapping_add(offset as usize))
             .unwrap_or(NonNull::dangling());
-        let owner: Owner = mapping;
+        let owner = Owner(mapping);
         // SAFETY: page and data area lie in the mapping, which `owner` keeps alive and `fork` covers; the page
         // is writable in normal mode (PROT_WRITE); the kernel follows the ring protocol and writes overwrite
         // areas outside the Rust memory model; head/tail are accessed atomically by us and by the kernel; the
@@ -393,7 +393,7 @@ impl Ring<Data> {
         let mapping = Mapping::new(raw);
         let data = NonNull::new(mapping.raw.as_mut_ptr()).unwrap_or(NonNull::dangling());
         let claim = AuxClaim(Arc::clone(&self.aux_claim));
-        let owner: Owner = Arc::new((self.owner().cloned(), mapping, claim));
+        let owner = Owner(Arc::new((self.owner().cloned(), mapping, claim)));
         // SAFETY: the page stays mapped through the data ring's owner, cloned into `owner` with the AUX
         // mapping; the AUX area is `len` bytes, page aligned; the page is writable (normal data ring); the
         // kernel follows the AUX protocol; the caller promises we are the only AUX consumer.
@@ -453,7 +453,7 @@ impl MappedPage {
         let mapping = Arc::new(Mapping::new(raw));
         let page = page_of(&mapping.raw);
         Ok(MappedPage {
-            _owner: mapping,
+            _owner: Owner(mapping),
             page,
         })
     }
@@ -473,7 +473,7 @@ impl<A: Area> Ring<A> {
     /// `None` for a ring made by [`Ring::from_raw_parts`] without an owner.
     pub fn mapped_page(&self) -> Option<MappedPage> {
         self.owner().map(|owner| MappedPage {
-            _owner: Arc::clone(owner),
+            _owner: owner.clone(),
             page: self.page_ptr(),
         })
     }

@@ -107,8 +107,16 @@ impl RingMode {
     }
 }
 
-/// What keeps a ring's memory alive (a mapping, a simulated region).
-pub(crate) type Owner = Arc<dyn Any + Send + Sync>;
+/// What keeps a ring's memory alive (a mapping, a simulated region, or what the caller of
+/// [`Ring::from_raw_parts`] gave).
+///
+/// It is only cloned and dropped, never read through: a panic cannot leave state in it that a later
+/// reader would see half-updated, so it is unwind-safe whatever it holds (and rings and pages with it).
+#[derive(Clone, Debug)]
+pub(crate) struct Owner(#[allow(dead_code)] pub(crate) Arc<dyn Any + Send + Sync>); // kept, never read
+
+impl std::panic::UnwindSafe for Owner {}
+impl std::panic::RefUnwindSafe for Owner {}
 
 /// Who writes the area: decides how [`Ring`] waits for writes already in progress (see `overwrite.rs`).
 #[derive(Clone, Debug)]
@@ -213,7 +221,17 @@ impl<A: Area> Ring<A> {
         owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self, Error> {
         // SAFETY: the caller's contract is ours.
-        unsafe { Self::with_producer(page, data, size, mode, owner, Producer::Unknown, None) }
+        unsafe {
+            Self::with_producer(
+                page,
+                data,
+                size,
+                mode,
+                owner.map(Owner),
+                Producer::Unknown,
+                None,
+            )
+        }
     }
 
     /// [`from_raw_parts`](Self::from_raw_parts) with what perf-core knows about the memory.

@@ -385,7 +385,7 @@ impl Sim {
                 .u64_field(offset_of!(perf_event_mmap_page, aux_size))
                 .store(config.aux_size, Ordering::Relaxed);
         }
-        let owner: Owner = region.clone();
+        let owner = Owner(region.clone());
         // SAFETY: the page and data area are in `region`, kept alive by `owner`, writable, page aligned; the
         // producer below follows the protocol (module Safety section); this is the region's only data ring.
         let ring = unsafe {

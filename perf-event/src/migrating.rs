@@ -83,17 +83,14 @@
 //!   `DynamicPmu` into `Event`) are `From` impls, so their `TryFrom::Error` is `Infallible`.
 //! - `Target` has no `PartialEq`/`Eq`/`Hash`: it holds a duplicated cgroup fd, and comparing fd
 //!   numbers would not compare cgroups.
+//! - The AUX iterators (`sample::auxiliary::iter::{Iter, CowIter, AsyncIter, AsyncCowIter}`) take
+//!   `max_chunk_len` as an `Option<u64>` (0.5.1: `Option<NonZeroUsize>`), a length in the ring, and
+//!   the copy-on-write forms take it first and give the closure an
+//!   [`AuxChunk`](crate::sample::AuxChunk) (the bytes in place as one or two slices, never a copy; 0.5.1:
+//!   `rb::CowChunk`): `cow.next(Some(4096), |chunk| ...)`, `iter.next(None).await`. The async forms
+//!   follow the sync ones.
 //! - `sample::iter::Wait` and `sample::auxiliary::iter::Wait` (internal waker state that 0.5.1
 //!   leaked, with no methods or constructor) do not exist.
-//!
-//! ## Not yet here
-//!
-//! - Async AUX iterators (`sample::auxiliary::iter::{AsyncIter, AsyncCowIter}`, their
-//!   `into_async`) and `auxiliary::iter::Iter::into_cow` (use
-//!   [`AuxTracer::cow_iter`](crate::sample::AuxTracer::cow_iter)); the AUX iterators' `max_chunk_len`
-//!   is an `Option<u64>` (0.5.1: `Option<NonZeroUsize>`).
-//! - `UnwindSafe`/`RefUnwindSafe` for `Sampler`, the record iterators and `AuxTracer`: they hold
-//!   trait objects that are not; wrap them in `AssertUnwindSafe` across `catch_unwind`.
 //!
 //! # Migrating from perf-event2
 //!

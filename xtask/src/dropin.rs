@@ -153,32 +153,25 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
         "a Target holds a duplicated cgroup fd: equality and hashing of fds would compare fd numbers, \
          not cgroups",
     ),
-    // Not yet in ours.
-    ("~UnwindSafe for sample::auxiliary::AuxTracer<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::auxiliary::iter::CowIter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::auxiliary::iter::Iter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::iter::CowIter<", "not yet: as Sampler"),
-    ("~UnwindSafe for sample::iter::Iter<", "not yet: as Sampler"),
-    (
-        "~sample::auxiliary::iter::Async",
-        "not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)",
-    ),
-    ("~sample::auxiliary::iter::CowIter::into_async(", "not yet: no async AUX iterators"),
-    ("~sample::auxiliary::iter::Iter::into_async(", "not yet: no async AUX iterators"),
-    (
-        "~sample::auxiliary::iter::Iter::into_cow(",
-        "not yet: ours makes the copy-on-write AUX iterator from the tracer (`AuxTracer::cow_iter`)",
-    ),
+    // The AUX iterators' chunk length and chunk type (sync and async alike).
     (
         "~sample::auxiliary::iter::Iter::next(",
         "`max_chunk_len` is an `Option<u64>` (0.5.1: `Option<NonZeroUsize>`): a chunk length is a \
          ring offset, and 0 is refused at run time",
     ),
-    ("~sample::auxiliary::iter::CowIter::next<", "as `Iter::next`: `max_chunk_len: Option<u64>`"),
     (
-        "~UnwindSafe for sample::Sampler ",
-        "not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait \
-         objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`",
+        "~sample::auxiliary::iter::CowIter::next<",
+        "as `Iter::next`: `max_chunk_len: Option<u64>`, given first; the closure gets the AUX bytes \
+         as perf-core's `Chunk` (one or two slices, never a copy; 0.5.1: `rb::CowChunk`)",
+    ),
+    (
+        "~sample::auxiliary::iter::AsyncIter::",
+        "as `Iter::next`, which the async forms follow: `max_chunk_len: Option<u64>`",
+    ),
+    (
+        "~sample::auxiliary::iter::AsyncCowIter::",
+        "as `CowIter::next`, which the async forms follow: `max_chunk_len: Option<u64>` first, and \
+         the closure gets a `Chunk`",
     ),
 ];
 

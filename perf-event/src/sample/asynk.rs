@@ -30,7 +30,7 @@ enum End {
 
 /// The readiness half shared by both iterators: the waiter and where the stream is.
 #[derive(Debug)]
-struct Wait {
+pub(super) struct Wait {
     waiter: Waiter,
     end: End,
 }
@@ -48,7 +48,7 @@ enum Step {
 }
 
 impl Wait {
-    fn new(sampler: &Sampler) -> Result<Self> {
+    pub(super) fn new(sampler: &Sampler) -> Result<Self> {
         Ok(Self {
             waiter: sampler.waiters()?.waiter(),
             end: End::Open,
@@ -96,7 +96,7 @@ impl Wait {
     ///
     /// While another reader holds the ring the task waits: it is woken when the ring is given back.
     /// An error that ends the reader is yielded once; the stream ends after it.
-    fn poll_with<T>(
+    pub(super) fn poll_with<T>(
         &mut self,
         cx: &Context<'_>,
         mut take: impl FnMut() -> Option<Result<T>>,
@@ -122,6 +122,11 @@ impl Wait {
                 Step::Pending => return Poll::Pending,
             }
         }
+    }
+
+    /// See [`AsyncIter::flush_every`].
+    pub(super) fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        self.waiter.set_flush_interval(interval)
     }
 }
 

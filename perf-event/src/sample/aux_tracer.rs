@@ -1,10 +1,16 @@
 //! [`AuxTracer`]: the AUX area of a sampler's ring (Intel PT, CoreSight, ARM SPE... trace bytes).
 
-use std::sync::atomic::Ordering;
+use std::future::poll_fn;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use perf_core::fork::Lock;
 use perf_core::{Aux, Chunk, MappedPage, Ring, RingMode};
 
+use super::asynk::Wait;
 use super::Sampler;
 use crate::error::{Error, Result};
 
@@ -35,6 +41,9 @@ pub struct AuxTracer<'a> {
     mode: RingMode,
     /// The mmap page, for `aux_head` while a reader holds the ring.
     page: Option<MappedPage>,
+    /// A reader found the ring held: the sampler's async waiters are woken when it comes back. Set
+    /// and cleared under `ring`'s lock.
+    wanted: AtomicBool,
 }
 
 /// The newest bytes of an AUX area in snapshot mode, copied out; see [`AuxTracer::snapshot`].
@@ -103,6 +112,7 @@ impl<'a> AuxTracer<'a> {
             mode: ring.mode(),
             page: ring.mapped_page(),
             ring: Lock::new(Some(ring)),
+            wanted: AtomicBool::new(false),
         }
     }
 
@@ -112,11 +122,16 @@ impl<'a> AuxTracer<'a> {
         self.ring.lock().as_mut().map(f).ok_or(Error::RingBusy)
     }
 
-    /// Takes the ring for a reader; `None` while another one holds it.
+    /// Takes the ring for a reader; `None` while another one holds it (whose lease then wakes the
+    /// sampler's async waiters when it ends).
     fn lease(&self) -> Option<AuxLease<'_>> {
-        let ring = self.ring.lock().take()?;
+        let mut slot = self.ring.lock();
+        let Some(ring) = slot.take() else {
+            self.wanted.store(true, Ordering::Relaxed);
+            return None;
+        };
         Some(AuxLease {
-            slot: &self.ring,
+            tracer: self,
             ring: Some(ring),
         })
     }
@@ -185,16 +200,24 @@ impl Drop for AuxTracer<'_> {
     }
 }
 
-/// A reader's hold on the AUX ring; puts it back on drop.
+/// A reader's hold on the AUX ring; puts it back on drop, and wakes the async readers that found
+/// it held.
 struct AuxLease<'t> {
-    slot: &'t Lock<Option<Ring<Aux>>>,
+    tracer: &'t AuxTracer<'t>,
     ring: Option<Ring<Aux>>,
 }
 
 impl Drop for AuxLease<'_> {
     fn drop(&mut self) {
         if let Some(ring) = self.ring.take() {
-            *self.slot.lock() = Some(ring);
+            let wanted = {
+                let mut slot = self.tracer.ring.lock();
+                *slot = Some(ring);
+                self.tracer.wanted.swap(false, Ordering::Relaxed)
+            };
+            if wanted {
+                self.tracer.sampler.wake_waiters();
+            }
         }
     }
 }
@@ -205,7 +228,27 @@ pub struct AuxIter<'a> {
     tracer: &'a AuxTracer<'a>,
 }
 
-impl AuxIter<'_> {
+impl<'a> AuxIter<'a> {
+    /// The copy-on-write iterator over the same area (perf-event-open 0.5's `Iter::into_cow`; the
+    /// same as [`AuxTracer::cow_iter`]).
+    pub fn into_cow(self) -> AuxCowIter<'a> {
+        self.tracer.cow_iter()
+    }
+
+    /// Creates an asynchronous iterator, woken when the kernel wakes the sampler (it writes a
+    /// `PERF_RECORD_AUX` into the data ring as it adds AUX bytes) or when another reader gives the
+    /// area back. It shares the sampler's one registration with the reactor (see
+    /// [`AsyncIter`](super::AsyncIter)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the sampler's fd cannot be registered with the reactor.
+    pub fn into_async(self) -> Result<AsyncAuxIter<'a>> {
+        Ok(AsyncAuxIter {
+            inner: self.into_cow().into_async()?,
+        })
+    }
+
     /// The next at most `max_chunk_len` bytes (all available when `None`), copied out; `None`
     /// when there are none. In snapshot mode: [`AuxTracer::snapshot`]'s bytes (`None` when there
     /// are none or the snapshot failed; call `snapshot` to see the error).
@@ -224,7 +267,21 @@ pub struct AuxCowIter<'a> {
     copy: Vec<u8>,
 }
 
-impl AuxCowIter<'_> {
+impl<'a> AuxCowIter<'a> {
+    /// Creates an asynchronous iterator; see [`AuxIter::into_async`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the sampler's fd cannot be registered with the reactor.
+    pub fn into_async(self) -> Result<AsyncAuxCowIter<'a>> {
+        let wait = Wait::new(self.tracer.sampler)?;
+        Ok(AsyncAuxCowIter {
+            inner: self,
+            wait,
+            error: None,
+        })
+    }
+
     /// Calls `f` with the next at most `max_chunk_len` bytes (one or two slices) in the AUX
     /// area, then gives them back to the PMU; `None` when there are none, or while another reader
     /// of the tracer holds the area (see [`try_next`](Self::try_next)). In snapshot mode `f` sees a
@@ -265,6 +322,179 @@ impl AuxCowIter<'_> {
         };
         let chunk = batch.next_chunk(max_chunk_len)?;
         Some(Ok(f(chunk)))
+    }
+}
+
+/// An async iterator of owned AUX chunks; made by [`AuxIter::into_async`].
+///
+/// It waits on the sampler's registration with the shared reactor: the kernel wakes the sampler's
+/// fd as it writes records (a `PERF_RECORD_AUX` for each batch of AUX bytes) into the data ring, by
+/// [`Opts::wake_up`](crate::config::Opts::wake_up), and a reader that found the area held by
+/// another is woken when it is given back. It ends (`None`) when the monitored task has exited and
+/// the area is drained; an error ends a call with `None` too, and [`take_error`](Self::take_error)
+/// says what it was.
+#[derive(Debug)]
+pub struct AsyncAuxIter<'a> {
+    inner: AsyncAuxCowIter<'a>,
+}
+
+impl<'a> AsyncAuxIter<'a> {
+    /// Polls for the next at most `max_chunk_len` bytes (all available when `None`), copied out,
+    /// registering the task for wakeup when there are none; `None` once the iterator has ended.
+    /// In snapshot mode: [`AuxTracer::snapshot`]'s bytes.
+    pub fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        max_chunk_len: Option<u64>,
+    ) -> Poll<Option<Vec<u8>>> {
+        self.get_mut()
+            .inner
+            .poll_next_inner(cx, max_chunk_len, |c| c.to_vec())
+    }
+
+    /// Waits for the next at most `max_chunk_len` bytes; see [`poll_next`](Self::poll_next).
+    pub async fn next(&mut self, max_chunk_len: Option<u64>) -> Option<Vec<u8>> {
+        poll_fn(|cx| Pin::new(&mut *self).poll_next(cx, max_chunk_len)).await
+    }
+
+    /// The error that ended the last call with `None`, if any (a snapshot that failed, the ring of
+    /// a fork child, `EPOLLERR` from the kernel); taking it clears it.
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.inner.take_error()
+    }
+
+    /// Wakes the task every `interval` even without a kernel wakeup; see
+    /// [`AsyncIter::flush_every`](super::AsyncIter::flush_every).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the timer cannot be created.
+    pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        self.inner.flush_every(interval)
+    }
+
+    /// The synchronous iterator back.
+    pub fn into_sync(self) -> AuxIter<'a> {
+        AuxIter {
+            tracer: self.inner.inner.tracer,
+        }
+    }
+}
+
+impl AsFd for AsyncAuxIter<'_> {
+    /// The sampler's fd.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
+/// An async iterator over AUX bytes in place: [`AuxCowIter::next`]'s closure form; made by
+/// [`AuxCowIter::into_async`]. It is woken, and ends, as [`AsyncAuxIter`] is.
+#[derive(Debug)]
+pub struct AsyncAuxCowIter<'a> {
+    inner: AuxCowIter<'a>,
+    wait: Wait,
+    error: Option<Error>,
+}
+
+impl<'a> AsyncAuxCowIter<'a> {
+    /// Polls for the next at most `max_chunk_len` bytes and, when there are some, calls `f` with
+    /// them in the area (one or two slices), then gives them back to the PMU; `None` once the
+    /// iterator has ended, or for an error (see [`take_error`](Self::take_error)).
+    ///
+    /// `f` is called at most once; when the poll is pending it is dropped uncalled. It runs with no
+    /// lock held, as [`AuxCowIter::next`]'s does.
+    pub fn poll_next<F, R>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        max_chunk_len: Option<u64>,
+        f: F,
+    ) -> Poll<Option<R>>
+    where
+        F: FnOnce(AuxChunk<'_>) -> R + Unpin,
+    {
+        self.get_mut().poll_next_inner(cx, max_chunk_len, f)
+    }
+
+    fn poll_next_inner<F, R>(
+        &mut self,
+        cx: &Context<'_>,
+        max_chunk_len: Option<u64>,
+        f: F,
+    ) -> Poll<Option<R>>
+    where
+        F: FnOnce(AuxChunk<'_>) -> R,
+    {
+        let inner = &mut self.inner;
+        let mut f = Some(f);
+        // The AUX area never ends by itself: the stream ends after a hangup, once it is drained.
+        let take = || {
+            inner
+                .try_next(max_chunk_len, |c| f.take().map(|f| f(c)))
+                .and_then(|r| r.transpose())
+        };
+        match self.wait.poll_with(cx, take, || false) {
+            Poll::Ready(Some(Ok(r))) => Poll::Ready(Some(r)),
+            Poll::Ready(Some(Err(e))) => {
+                self.error = Some(e);
+                Poll::Ready(None)
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next at most `max_chunk_len` bytes and calls `f` with them (see
+    /// [`poll_next`](Self::poll_next)); `None` once the iterator has ended, or for an error.
+    pub async fn next<F, R>(&mut self, max_chunk_len: Option<u64>, f: F) -> Option<R>
+    where
+        F: FnOnce(AuxChunk<'_>) -> R + Unpin,
+    {
+        let mut f = Some(f);
+        poll_fn(|cx| match f.take() {
+            Some(g) => {
+                // A pending poll drops its closure: pass a forwarding one, and keep `g` if unused.
+                let mut slot = Some(g);
+                let polled = self.poll_next_inner(cx, max_chunk_len, |c| slot.take().map(|g| g(c)));
+                match polled {
+                    Poll::Ready(Some(Some(r))) => Poll::Ready(Some(r)),
+                    Poll::Ready(Some(None)) | Poll::Ready(None) => Poll::Ready(None),
+                    Poll::Pending => {
+                        f = slot;
+                        Poll::Pending
+                    }
+                }
+            }
+            None => Poll::Ready(None),
+        })
+        .await
+    }
+
+    /// The error that ended the last call with `None`, if any; taking it clears it.
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// Wakes the task every `interval` even without a kernel wakeup; see
+    /// [`AsyncIter::flush_every`](super::AsyncIter::flush_every).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the timer cannot be created.
+    pub fn flush_every(&mut self, interval: Option<Duration>) -> Result<()> {
+        self.wait.flush_every(interval)
+    }
+
+    /// The synchronous iterator back.
+    pub fn into_sync(self) -> AuxCowIter<'a> {
+        self.inner
+    }
+}
+
+impl AsFd for AsyncAuxCowIter<'_> {
+    /// The sampler's fd.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.tracer.sampler.as_fd()
     }
 }
 
@@ -471,5 +701,105 @@ mod tests {
         );
         assert_eq!(rest, 200);
         assert_eq!(head_after, 300);
+    }
+
+    /// A simulated sampler whose fd is a pipe's read end, so the reactor can watch it: writing to
+    /// the write end plays the kernel's wakeup, closing it plays the target's exit (`EPOLLHUP`).
+    fn sim_on_pipe() -> (
+        perf_core::sim::SimKernel,
+        Sampler,
+        perf_core::Ring<perf_core::Aux>,
+        std::os::fd::OwnedFd,
+    ) {
+        let mut cfg = SimConfig::new(4096);
+        cfg.aux_size = 1024;
+        let sim = Sim::new(cfg).unwrap();
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let sampler = Sampler::simulated_on(perf_event_attr::default(), sim.ring, sim.control, r);
+        (sim.kernel, sampler, sim.aux.unwrap(), w)
+    }
+
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn async_aux_iter_wakes_on_the_sampler_and_ends_after_hangup() {
+        let got = within(std::time::Duration::from_secs(10), || {
+            let (mut kernel, sampler, aux, w) = sim_on_pipe();
+            let tracer = AuxTracer::new(&sampler, aux);
+            let mut it = tracer.iter().into_async().unwrap();
+            let mut chunks = Vec::new();
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    kernel.aux_output(&[3u8; 300]).unwrap();
+                    // The kernel's wakeup, then the target's exit.
+                    rustix::io::write(&w, b"x").unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    drop(w);
+                });
+                futures::executor::block_on(async {
+                    while let Some(c) = it.next(Some(128)).await {
+                        chunks.push(c);
+                    }
+                });
+            });
+            assert!(it.take_error().is_none());
+            chunks
+        });
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [128, 128, 44]);
+        assert!(got.iter().flatten().all(|&b| b == 3));
+    }
+
+    #[test]
+    fn async_aux_reader_is_woken_when_a_sync_reader_gives_the_area_back() {
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::task::{Context, Poll, Waker};
+        let (mut kernel, sampler, aux, _w) = sim_on_pipe();
+        let tracer = AuxTracer::new(&sampler, aux);
+        kernel.aux_output(&[9u8; 300]).unwrap();
+        let mut it = tracer.cow_iter().into_async().unwrap();
+        let count = std::sync::Arc::new(Count(0.into()));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let tracer = &tracer;
+            let sync_reader = s.spawn(move || {
+                tracer.cow_iter().next(Some(100), |c| {
+                    held_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    c.len()
+                })
+            });
+            held_rx.recv().unwrap();
+            // The area is leased out: the async reader waits, it does not spin or fail.
+            let polled = std::pin::Pin::new(&mut it).poll_next(&mut cx, None, |c| c.len());
+            assert_eq!(polled, Poll::Pending);
+            assert_eq!(count.0.load(SeqCst), 0);
+            go_tx.send(()).unwrap();
+            assert_eq!(sync_reader.join().unwrap(), Some(100));
+        });
+        assert_eq!(count.0.load(SeqCst), 1, "woken when the lease ended");
+        let polled = std::pin::Pin::new(&mut it).poll_next(&mut cx, None, |c| c.len());
+        assert_eq!(polled, Poll::Ready(Some(200)));
+        assert!(it.take_error().is_none());
+    }
+
+    #[test]
+    fn async_aux_iter_converts_back_and_into_cow() {
+        let (mut kernel, sampler, aux, _w) = sim_on_pipe();
+        let tracer = AuxTracer::new(&sampler, aux);
+        kernel.aux_output(&[1u8; 10]).unwrap();
+        let mut cow = tracer.iter().into_cow();
+        assert_eq!(cow.next(Some(4), |c| c.len()), Some(4));
+        let mut sync = tracer.iter().into_async().unwrap().into_sync();
+        assert_eq!(sync.next(None).map(|v| v.len()), Some(6));
     }
 }

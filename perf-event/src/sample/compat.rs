@@ -13,6 +13,8 @@ pub mod auxiliary {
 
     /// The AUX area's iterators (perf-event-open 0.5's paths).
     pub mod iter {
+        pub use super::super::super::AsyncAuxCowIter as AsyncCowIter;
+        pub use super::super::super::AsyncAuxIter as AsyncIter;
         pub use super::super::super::AuxCowIter as CowIter;
         pub use super::super::super::AuxIter as Iter;
     }

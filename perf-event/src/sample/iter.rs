@@ -32,6 +32,15 @@ pub(crate) enum Wait {
     Hangup,
 }
 
+/// An error waiting in a [`Reader`] for its caller. It is only moved in and taken out by the reader,
+/// never lent to user code, so a panic cannot leave it seen half-made: unwind-safe whatever error it
+/// holds (`io::Error`, which may box any error, is not marked so), as are the iterators with it.
+#[derive(Debug)]
+struct PendingError(Option<Error>);
+
+impl std::panic::UnwindSafe for PendingError {}
+impl std::panic::RefUnwindSafe for PendingError {}
+
 /// The state an iterator keeps over a sampler: the ring while it reads (a lease, given back when the
 /// ring is found empty and on drop), whether it ended, and its waiter for blocking waits.
 #[derive(Debug)]
@@ -40,7 +49,7 @@ pub(crate) struct Reader<'a> {
     lease: Option<Lease<'a>>,
     ended: bool,
     /// Why the last call found no record, when it was an error (taken by the caller).
-    error: Option<Error>,
+    error: PendingError,
     /// The record the lending form consumed last.
     current: Option<RecordSpan>,
     waiter: Option<Waiter>,
@@ -52,7 +61,7 @@ impl<'a> Reader<'a> {
             sampler,
             lease: None,
             ended: false,
-            error: None,
+            error: PendingError(None),
             current: None,
             waiter: None,
         }
@@ -110,13 +119,13 @@ impl<'a> Reader<'a> {
     /// Forgets the error of the last call (`next`'s form has no error).
     #[cold]
     pub(crate) fn clear_error(&mut self) {
-        self.error = None;
+        self.error.0 = None;
     }
 
     /// The error that made [`take`](Self::take) return `None`, if one did.
     #[inline]
     pub(crate) fn take_error(&mut self) -> Option<Error> {
-        self.error.take()
+        self.error.0.take()
     }
 
     /// The bytes of the record [`take`](Self::take) returned last.
@@ -137,7 +146,7 @@ impl<'a> Reader<'a> {
             // A fork child's copy of its parent's sampler: the ring is a placeholder there.
             self.ended = true;
             self.lease = None;
-            self.error = Some(Error::Ring(
+            self.error.0 = Some(Error::Ring(
                 perf_core::ErrorKind::ForkedChild { area: "data" }.into(),
             ));
             return None;
@@ -145,7 +154,7 @@ impl<'a> Reader<'a> {
         if sampler.mode() != RingMode::Normal {
             self.ended = true;
             self.lease = None;
-            self.error = Some(Error::Ring(
+            self.error.0 = Some(Error::Ring(
                 perf_core::ErrorKind::RingMode {
                     area: "data",
                     what: "a forward read",
@@ -159,14 +168,14 @@ impl<'a> Reader<'a> {
         if self.lease.is_some() && sampler.wanted() {
             // Another reader found the ring held: give it back (waking it), and let it have a turn.
             self.lease = None;
-            self.error = Some(Error::RingBusy);
+            self.error.0 = Some(Error::RingBusy);
             return None;
         }
         if self.lease.is_none() {
             match sampler.lease() {
                 Some(l) => self.lease = Some(l),
                 None => {
-                    self.error = Some(Error::RingBusy);
+                    self.error.0 = Some(Error::RingBusy);
                     return None;
                 }
             }
@@ -188,7 +197,7 @@ impl<'a> Reader<'a> {
     #[inline(never)]
     fn take_after_busy(&mut self) -> Option<RecordSpan> {
         let deadline = Instant::now() + TURN_WAIT;
-        while matches!(self.error, Some(Error::RingBusy)) && self.wait_turn(deadline) {
+        while matches!(self.error.0, Some(Error::RingBusy)) && self.wait_turn(deadline) {
             if let Some(span) = self.take() {
                 return Some(span);
             }
@@ -215,7 +224,7 @@ impl<'a> Reader<'a> {
             std::thread::yield_now();
             if let Some(l) = self.sampler.lease() {
                 self.lease = Some(l);
-                self.error = None;
+                self.error.0 = None;
                 return true;
             }
             std::thread::sleep(Duration::from_micros(100));
@@ -232,11 +241,11 @@ impl<'a> Reader<'a> {
             if let Err(d) = ring.discard_pending() {
                 self.ended = true;
                 self.lease = None;
-                self.error = Some(d.into());
+                self.error.0 = Some(d.into());
                 return;
             }
         }
-        self.error = Some(e.into());
+        self.error.0 = Some(e.into());
     }
 
     /// Consumes the next record with `f`: `None` when the ring is empty (the ring is given back) or

@@ -25,7 +25,9 @@
 //!   kernel gets them back only after it returns.
 //! - [`Iter::into_async`] and [`CowIter::into_async`] are the async forms, woken by one shared reactor
 //!   thread; [`PerCpuSampler`] reads one ring per CPU as one time-ordered stream (also async).
-//! - [`Sampler::aux_tracer`] maps the AUX area (Intel PT and friends): [`AuxTracer`].
+//! - [`Sampler::aux_tracer`] maps the AUX area (Intel PT and friends): [`AuxTracer`], read by
+//!   [`AuxIter`] and [`AuxCowIter`], or asynchronously by [`AsyncAuxIter`] and [`AsyncAuxCowIter`]
+//!   (woken through the sampler's registration with the same reactor).
 //! - [`Sampler::attach`] makes other counters write into this ring (`PERF_EVENT_IOC_SET_OUTPUT`).
 //! - A counter opened with `write_backward` gets an overwrite ring (flight recorder): read the newest
 //!   records with [`Sampler::newest`], which copies them out with the output paused.
@@ -65,7 +67,9 @@ mod sampler;
 
 pub use asynk::{AsyncCowIter, AsyncIter};
 // perf-event-open 0.5's module paths.
-pub use aux_tracer::{AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer};
+pub use aux_tracer::{
+    AsyncAuxCowIter, AsyncAuxIter, AuxChunk, AuxCowIter, AuxIter, AuxSnapshot, AuxTracer,
+};
 pub use compat::{auxiliary, rb};
 pub use iter::{CowChunk, CowIter, Iter};
 pub use per_cpu::{AsyncMergedIter, MergedIter, PerCpuSampler};

@@ -428,6 +428,20 @@ impl Sampler {
         }
     }
 
+    /// [`simulated`](Self::simulated) over `fd` (e.g. a pipe, which the reactor can watch, where
+    /// `/dev/null` cannot be added to an epoll set).
+    #[cfg(test)]
+    pub(crate) fn simulated_on(
+        attr: perf_event_attr,
+        ring: Ring<Data>,
+        control: SimControl,
+        fd: std::os::fd::OwnedFd,
+    ) -> Self {
+        let output = Arc::new(Output::default());
+        output.claimed.store(true, Ordering::Relaxed);
+        Self::from_parts(File::from(fd), attr, ring, Control::Sim(control), output)
+    }
+
     /// A sampler over simulated kernel memory, for tests: `control` plays the ioctls.
     #[cfg(test)]
     pub(crate) fn simulated(attr: perf_event_attr, ring: Ring<Data>, control: SimControl) -> Self {
@@ -473,6 +487,14 @@ impl Sampler {
             if let Some(w) = waiters {
                 w.wake_all();
             }
+        }
+    }
+
+    /// Asks every async waiter of this sampler to look again (e.g. the AUX area was given back).
+    pub(crate) fn wake_waiters(&self) {
+        let waiters = self.waiters.lock().upgrade();
+        if let Some(w) = waiters {
+            w.wake_all();
         }
     }
 

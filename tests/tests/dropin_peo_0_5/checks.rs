@@ -2453,60 +2453,57 @@ fn _fn_401<'s, 'a>(this: &'s krate::sample::auxiliary::AuxTracer<'a>) -> krate::
 }
 
 // fn sample::auxiliary::iter::AsyncCowIter::next<F, R>(&mut self, f: F, max_chunk_len: Option<NonZeroUsize>) -> Option<R> where F: FnOnce(sample::rb::CowChunk<'_>) -> R + Unpin [async]
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
+// DIFFERENCE: as `CowIter::next`, which the async forms follow: `max_chunk_len: Option<u64>` first, and the closure gets a `Chunk`
 // #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
 // async fn _fn_402<'s, 'i0, F, R>(this: &'s mut krate::sample::auxiliary::iter::AsyncCowIter<'i0>, a1: F, a2: ::core::option::Option<::core::num::NonZeroUsize>) -> ::core::option::Option<R> where F: ::core::ops::FnOnce(krate::sample::rb::CowChunk<'_>) -> R + ::core::marker::Unpin {
 //     krate::sample::auxiliary::iter::AsyncCowIter::next(this, a1, a2).await
 // }
 
 // fn sample::auxiliary::iter::AsyncCowIter::poll_next<F, R>(self: Pin<&mut Self>, cx: &mut Context<'_>, f: F, max_chunk_len: Option<NonZeroUsize>) -> Poll<Option<R>> where F: FnOnce(sample::rb::CowChunk<'_>) -> R + Unpin
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
+// DIFFERENCE: as `CowIter::next`, which the async forms follow: `max_chunk_len: Option<u64>` first, and the closure gets a `Chunk`
 // #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
 // fn _fn_403<'s, 'i0, F, R>(this: ::core::pin::Pin<&'s mut krate::sample::auxiliary::iter::AsyncCowIter<'i0>>, a1: &mut ::core::task::Context<'_>, a2: F, a3: ::core::option::Option<::core::num::NonZeroUsize>) -> ::core::task::Poll<::core::option::Option<R>> where F: ::core::ops::FnOnce(krate::sample::rb::CowChunk<'_>) -> R + ::core::marker::Unpin {
 //     krate::sample::auxiliary::iter::AsyncCowIter::poll_next(this, a1, a2, a3)
 // }
 
 // fn sample::auxiliary::iter::AsyncIter::next(&mut self, max_chunk_len: Option<NonZeroUsize>) -> Option<Vec<u8>> [async]
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
+// DIFFERENCE: as `Iter::next`, which the async forms follow: `max_chunk_len: Option<u64>`
 // #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
 // async fn _fn_404<'s, 'i0>(this: &'s mut krate::sample::auxiliary::iter::AsyncIter<'i0>, a1: ::core::option::Option<::core::num::NonZeroUsize>) -> ::core::option::Option<::std::vec::Vec<u8>> {
 //     krate::sample::auxiliary::iter::AsyncIter::next(this, a1).await
 // }
 
 // fn sample::auxiliary::iter::AsyncIter::poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>, max_chunk_len: Option<NonZeroUsize>) -> Poll<Option<Vec<u8>>>
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
+// DIFFERENCE: as `Iter::next`, which the async forms follow: `max_chunk_len: Option<u64>`
 // #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
 // fn _fn_405<'s, 'i0>(this: ::core::pin::Pin<&'s mut krate::sample::auxiliary::iter::AsyncIter<'i0>>, a1: &mut ::core::task::Context<'_>, a2: ::core::option::Option<::core::num::NonZeroUsize>) -> ::core::task::Poll<::core::option::Option<::std::vec::Vec<u8>>> {
 //     krate::sample::auxiliary::iter::AsyncIter::poll_next(this, a1, a2)
 // }
 
 // fn sample::auxiliary::iter::CowIter::into_async(self) -> Result<sample::auxiliary::iter::AsyncCowIter<'a>>
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
-// fn _fn_406<'a>(this: krate::sample::auxiliary::iter::CowIter<'a>) -> ::std::io::Result<krate::sample::auxiliary::iter::AsyncCowIter<'a>> {
-//     ::core::result::Result::Ok(krate::sample::auxiliary::iter::CowIter::into_async(this)?)
-// }
+#[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
+fn _fn_406<'a>(this: krate::sample::auxiliary::iter::CowIter<'a>) -> ::std::io::Result<krate::sample::auxiliary::iter::AsyncCowIter<'a>> {
+    ::core::result::Result::Ok(krate::sample::auxiliary::iter::CowIter::into_async(this)?)
+}
 
 // fn sample::auxiliary::iter::CowIter::next<F, R>(&mut self, f: F, max_chunk_len: Option<NonZeroUsize>) -> Option<R> where F: FnOnce(sample::rb::CowChunk<'_>) -> R
-// DIFFERENCE: as `Iter::next`: `max_chunk_len: Option<u64>`
+// DIFFERENCE: as `Iter::next`: `max_chunk_len: Option<u64>`, given first; the closure gets the AUX bytes as perf-core's `Chunk` (one or two slices, never a copy; 0.5.1: `rb::CowChunk`)
 // #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
 // fn _fn_407<'s, 'a, F, R>(this: &'s mut krate::sample::auxiliary::iter::CowIter<'a>, a1: F, a2: ::core::option::Option<::core::num::NonZeroUsize>) -> ::core::option::Option<R> where F: ::core::ops::FnOnce(krate::sample::rb::CowChunk<'_>) -> R {
 //     krate::sample::auxiliary::iter::CowIter::next(this, a1, a2)
 // }
 
 // fn sample::auxiliary::iter::Iter::into_async(self) -> Result<sample::auxiliary::iter::AsyncIter<'a>>
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
-// fn _fn_408<'a>(this: krate::sample::auxiliary::iter::Iter<'a>) -> ::std::io::Result<krate::sample::auxiliary::iter::AsyncIter<'a>> {
-//     ::core::result::Result::Ok(krate::sample::auxiliary::iter::Iter::into_async(this)?)
-// }
+#[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
+fn _fn_408<'a>(this: krate::sample::auxiliary::iter::Iter<'a>) -> ::std::io::Result<krate::sample::auxiliary::iter::AsyncIter<'a>> {
+    ::core::result::Result::Ok(krate::sample::auxiliary::iter::Iter::into_async(this)?)
+}
 
 // fn sample::auxiliary::iter::Iter::into_cow(self) -> sample::auxiliary::iter::CowIter<'a>
-// DIFFERENCE: not yet: ours makes the copy-on-write AUX iterator from the tracer (`AuxTracer::cow_iter`)
-// #[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
-// fn _fn_409<'a>(this: krate::sample::auxiliary::iter::Iter<'a>) -> krate::sample::auxiliary::iter::CowIter<'a> {
-//     krate::sample::auxiliary::iter::Iter::into_cow(this)
-// }
+#[allow(clippy::too_many_arguments, clippy::needless_lifetimes)]
+fn _fn_409<'a>(this: krate::sample::auxiliary::iter::Iter<'a>) -> krate::sample::auxiliary::iter::CowIter<'a> {
+    krate::sample::auxiliary::iter::Iter::into_cow(this)
+}
 
 // fn sample::auxiliary::iter::Iter::next(&mut self, max_chunk_len: Option<NonZeroUsize>) -> Option<Vec<u8>>
 // DIFFERENCE: `max_chunk_len` is an `Option<u64>` (0.5.1: `Option<NonZeroUsize>`): a chunk length is a ring offset, and 0 is refused at run time
@@ -6420,11 +6417,10 @@ fn _impl_1049() {
 }
 
 // impl RefUnwindSafe for sample::Sampler (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1050() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::Sampler>();
-// }
+fn _impl_1050() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::Sampler>();
+}
 
 // impl RefUnwindSafe for sample::record::Parser (auto)
 fn _impl_1051() {
@@ -9677,11 +9673,10 @@ fn _impl_1580() {
 }
 
 // impl UnwindSafe for sample::Sampler (auto)
-// DIFFERENCE: not yet: the sampler and its iterators hold the shared reactor's and perf-core's trait objects, which are not UnwindSafe; wrap them in `AssertUnwindSafe` across `catch_unwind`
-// fn _impl_1581() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::Sampler>();
-// }
+fn _impl_1581() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::Sampler>();
+}
 
 // impl UnwindSafe for sample::auxiliary::iter::Wait (auto)
 // DIFFERENCE: 0.5.1's `Wait` is an internal waker state that leaked into its API (no methods, no constructor): nothing to alias
@@ -10040,39 +10035,34 @@ fn _impl_1638() {
 }
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1639() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
-// }
+fn _impl_1639() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::AuxTracer<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1640() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
-// }
+fn _impl_1640() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1641() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
-// }
+fn _impl_1641() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::Iter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1642() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::iter::CowIter<'static>>();
-// }
+fn _impl_1642() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::iter::CowIter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1643() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::iter::Iter<'static>>();
-// }
+fn _impl_1643() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::iter::Iter<'static>>();
+}
 
 // impl<'a> RefUnwindSafe for sample::rb::CowChunk<'a> (auto)
 fn _impl_1644() {
@@ -10087,18 +10077,16 @@ fn _impl_1645() {
 }
 
 // impl<'a> Send for sample::auxiliary::iter::AsyncCowIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1646() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
-// }
+fn _impl_1646() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
+}
 
 // impl<'a> Send for sample::auxiliary::iter::AsyncIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1647() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
-// }
+fn _impl_1647() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
+}
 
 // impl<'a> Send for sample::auxiliary::iter::CowIter<'a> (auto)
 fn _impl_1648() {
@@ -10149,18 +10137,16 @@ fn _impl_1655() {
 }
 
 // impl<'a> Sync for sample::auxiliary::iter::AsyncCowIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1656() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
-// }
+fn _impl_1656() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
+}
 
 // impl<'a> Sync for sample::auxiliary::iter::AsyncIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1657() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
-// }
+fn _impl_1657() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
+}
 
 // impl<'a> Sync for sample::auxiliary::iter::CowIter<'a> (auto)
 fn _impl_1658() {
@@ -10217,18 +10203,16 @@ fn _impl_1666() {
 }
 
 // impl<'a> Unpin for sample::auxiliary::iter::AsyncCowIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1667() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
-// }
+fn _impl_1667() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncCowIter<'static>>();
+}
 
 // impl<'a> Unpin for sample::auxiliary::iter::AsyncIter<'a> (auto)
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// fn _impl_1668() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
-// }
+fn _impl_1668() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::auxiliary::iter::AsyncIter<'static>>();
+}
 
 // impl<'a> Unpin for sample::auxiliary::iter::CowIter<'a> (auto)
 fn _impl_1669() {
@@ -10279,39 +10263,34 @@ fn _impl_1676() {
 }
 
 // impl<'a> UnwindSafe for sample::auxiliary::AuxTracer<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1677() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::AuxTracer<'static>>();
-// }
+fn _impl_1677() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::AuxTracer<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1678() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
-// }
+fn _impl_1678() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::CowIter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::auxiliary::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1679() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::auxiliary::iter::Iter<'static>>();
-// }
+fn _impl_1679() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::auxiliary::iter::Iter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::iter::CowIter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1680() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::iter::CowIter<'static>>();
-// }
+fn _impl_1680() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::iter::CowIter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::iter::Iter<'a> (auto)
-// DIFFERENCE: not yet: as Sampler
-// fn _impl_1681() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::iter::Iter<'static>>();
-// }
+fn _impl_1681() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::iter::Iter<'static>>();
+}
 
 // impl<'a> UnwindSafe for sample::rb::CowChunk<'a> (auto)
 fn _impl_1682() {
@@ -11939,16 +11918,14 @@ use krate::sample::auxiliary::AuxTracer as _;
 fn _type_1946<'a>(_: ::core::marker::PhantomData<krate::sample::auxiliary::AuxTracer<'a>>) {}
 
 // struct sample::auxiliary::iter::AsyncCowIter
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// #[allow(unused_imports)]
-// use krate::sample::auxiliary::iter::AsyncCowIter as _;
-// fn _type_1947<'a>(_: ::core::marker::PhantomData<krate::sample::auxiliary::iter::AsyncCowIter<'a>>) {}
+#[allow(unused_imports)]
+use krate::sample::auxiliary::iter::AsyncCowIter as _;
+fn _type_1947<'a>(_: ::core::marker::PhantomData<krate::sample::auxiliary::iter::AsyncCowIter<'a>>) {}
 
 // struct sample::auxiliary::iter::AsyncIter
-// DIFFERENCE: not yet: ours has no async AUX iterators (the sync `AuxIter`/`AuxCowIter` and snapshots only)
-// #[allow(unused_imports)]
-// use krate::sample::auxiliary::iter::AsyncIter as _;
-// fn _type_1948<'a>(_: ::core::marker::PhantomData<krate::sample::auxiliary::iter::AsyncIter<'a>>) {}
+#[allow(unused_imports)]
+use krate::sample::auxiliary::iter::AsyncIter as _;
+fn _type_1948<'a>(_: ::core::marker::PhantomData<krate::sample::auxiliary::iter::AsyncIter<'a>>) {}
 
 // struct sample::auxiliary::iter::CowIter
 #[allow(unused_imports)]
