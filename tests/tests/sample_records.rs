@@ -367,8 +367,10 @@ fn overwrite_ring_returns_newest_records() {
             other => panic!("{other:-?}"),
         })
         .collect();
+    // Newest first. Not strictly: under qemu's emulated CPU (the kernel matrix's 5.10 guest) four
+    // consecutive samples once had the same time.
     assert!(
-        times.windows(2).all(|w| w[0] > w[1]),
+        times.windows(2).all(|w| w[0] >= w[1]) && times[0] > times[9],
         "newest first: {times:?}"
     );
     // The forward iterator does not apply to an overwrite ring, and nothing new was written.
