@@ -394,7 +394,10 @@ fn the_reader_reads_what_perf_record_wrote() {
     let dir = TempDir::new("perf-record");
     let file = dir.path("perf.data");
     let rec = Command::new("perf")
-        .args(["record", "-e", "cpu-clock", "-o"])
+        // `--buildid-mmap` (build ids from the MMAP2 records): without it, Debian's perf 6.1.192 aborts
+        // on this kernel in its build-id pass at the end ("assertion failed at util/build-id.c:1010", then
+        // "stack smashing detected") whatever it recorded.
+        .args(["record", "--buildid-mmap", "-e", "cpu-clock", "-o"])
         .arg(&file)
         .args([
             "--",
@@ -435,6 +438,9 @@ fn the_reader_reads_what_perf_record_wrote() {
     assert!(cpus.online >= 1 && cpus.available >= cpus.online);
     let st = f.sample_time.unwrap();
     assert!(st.first <= st.last);
+    // perf fills in the first and last sample times in its pass over the events at the end, which
+    // `--buildid-mmap` skips: 0 and 0 then.
+    let timed = st.last != 0;
 
     let (mut samples, mut rounds, mut unknown_tool) = (0u64, 0u64, Vec::new());
     for rec in data.records() {
@@ -453,7 +459,7 @@ fn the_reader_reads_what_perf_record_wrote() {
             Record::Sample(s) => {
                 samples += 1;
                 let t = s.time().unwrap();
-                assert!(st.first <= t && t <= st.last);
+                assert!(!timed || (st.first <= t && t <= st.last));
             }
             Record::Unknown(u) => panic!("kernel record type {} not parsed", u.record_type),
             _ => {}
