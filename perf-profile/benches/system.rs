@@ -7,8 +7,13 @@
 //!    -- sleep 5` followed by `perf script`. Each one's own CPU (user + system, from `wait4`) and
 //!    peak RSS; the ratios. Targets: CPU <= 0.5x, peak RSS <= 64 MiB.
 //! 2. `-g dwarf` on a command (the workload built `-O2 -fomit-frame-pointer`), 999 Hz, symbolized
-//!    at the end: the profiler's own CPU per sample, and `perf record --call-graph dwarf` +
-//!    `perf script`'s on the same command, run after it. (samply 0.13.1 is not run here.)
+//!    at the end: the profiler's own CPU per sample, with its default 8 KiB stack copies and
+//!    with samply's 32000 bytes; `perf record --call-graph dwarf` + `perf script`'s on the same
+//!    command; and samply 0.13.1's (`samply record --save-only --unstable-presymbolicate`, which
+//!    also copies stacks, unwinds with framehop and symbolizes at the end), where `samply` is on
+//!    `PATH` or `$SAMPLY` names it (`cargo install samply --version 0.13.1 --locked`); each run
+//!    after the other, the same command. Without a PMU samply needs perf_event_paranoid <= 1
+//!    even as root: `BENCH_SAMPLY_PARANOID=1` lowers it for samply's run and restores it.
 //! 3. The workload's slowdown when profiled at 99 Hz: a fixed amount of work (a shell loop) timed
 //!    alone and under `profile -F 99`, the median of 5 runs each.
 //!
@@ -213,30 +218,8 @@ fn dwarf(profile: &Path, dir: &Path) {
         .unwrap()
         .success();
     assert!(ok, "cc failed");
-    println!("-g dwarf (8 KiB stacks), a command for 3 s of CPU at 999 Hz, symbolized at the end:");
-    let err = dir.join("dwarf.stderr");
-    let ours = spawn_usage(
-        Command::new(profile)
-            .args(["-F", "999", "-g", "dwarf", "-o"])
-            .arg(dir.join("dwarf.pb.gz"))
-            .arg("--")
-            .arg(&bin)
-            .arg("3")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err).unwrap()),
-    )();
-    assert!(ours.ok, "profile failed: {}", read(&err));
-    // The command's CPU is in `ours.cpu` too (a waited-for child): take it out with the
-    // command's own 3 s of CPU (it runs until its CPU time reaches 3 s).
-    let samples: u64 = read(&err)
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("profile: ")?
-                .split_once(" samples in ")
-                .and_then(|(n, _)| n.parse().ok())
-        })
-        .unwrap_or(0);
-    let own = ours.cpu.saturating_sub(Duration::from_secs(3));
+    println!("-g dwarf, a command for 3 s of CPU at 999 Hz, symbolized at the end:");
+    let (own, samples, ours) = dwarf_ours(profile, &bin, dir, "dwarf");
     let data = dir.join("dwarf.data");
     let rec = spawn_usage(
         Command::new("perf")
@@ -268,8 +251,8 @@ fn dwarf(profile: &Path, dir: &Path) {
     let perf_own = rec.cpu.saturating_sub(Duration::from_secs(3)) + script.cpu;
     let per = |d: Duration| d.as_secs_f64() * 1e6 / samples.max(1) as f64;
     println!(
-        "  profile: {:.0} ms CPU of its own for {samples} samples ({:.0} us per sample), peak RSS \
-         {:.1} MiB",
+        "  profile (8 KiB stacks): {:.0} ms CPU of its own for {samples} samples ({:.0} us per \
+         sample), peak RSS {:.1} MiB",
         own.as_secs_f64() * 1e3,
         per(own),
         ours.max_rss_kib as f64 / 1024.0
@@ -281,6 +264,158 @@ fn dwarf(profile: &Path, dir: &Path) {
         per(perf_own),
         own.as_secs_f64() / perf_own.as_secs_f64().max(1e-9)
     );
+    samply(profile, &bin, dir, own, samples);
+}
+
+/// `profile -F 999 -g <call_graph>` on `bin 3`: its own CPU (less the command's 3 s), its sample
+/// count and its `wait4` figures.
+fn dwarf_ours(profile: &Path, bin: &Path, dir: &Path, call_graph: &str) -> (Duration, u64, Usage) {
+    let err = dir.join("dwarf.stderr");
+    let ours = spawn_usage(
+        Command::new(profile)
+            .args(["-F", "999", "-g", call_graph, "-o"])
+            .arg(dir.join("dwarf.pb.gz"))
+            .arg("--")
+            .arg(bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap()),
+    )();
+    assert!(ours.ok, "profile failed: {}", read(&err));
+    // The command's CPU is in `ours.cpu` too (a waited-for child): take it out with the
+    // command's own 3 s of CPU (it runs until its CPU time reaches 3 s).
+    let samples: u64 = read(&err)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split_once(" samples in ")
+                .and_then(|(n, _)| n.parse().ok())
+        })
+        .unwrap_or(0);
+    (
+        ours.cpu.saturating_sub(Duration::from_secs(3)),
+        samples,
+        ours,
+    )
+}
+
+/// samply 0.13.1 on the same command (`$SAMPLY`, else `samply` on `PATH`), against ours with the
+/// same 32000-byte stack copies and with our default 8 KiB (`own_8k` for `samples_8k`).
+fn samply(profile: &Path, bin: &Path, dir: &Path, own_8k: Duration, samples_8k: u64) {
+    let samply = std::env::var_os("SAMPLY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "samply".into());
+    let version = Command::new(&samply).arg("--version").output();
+    let version = match version {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        _ => {
+            return skip(&format!(
+                "{} not found or not runnable: no samply comparison (cargo install samply \
+                 --version 0.13.1 --locked; then put it on PATH or set SAMPLY)",
+                samply.display()
+            ))
+        }
+    };
+    // samply copies 32000 bytes of stack per sample (its Linux default): ours with the same.
+    let (own_32k, samples_32k, _) = dwarf_ours(profile, bin, dir, "dwarf,32000");
+    let per = |d: Duration, n: u64| d.as_secs_f64() * 1e6 / n.max(1) as f64;
+    let ours_32k = per(own_32k, samples_32k);
+    println!(
+        "  profile -g dwarf,32000 (samply's stack size): {:.0} ms CPU of its own for \
+         {samples_32k} samples ({ours_32k:.0} us per sample)",
+        own_32k.as_secs_f64() * 1e3
+    );
+    let out = dir.join("samply.json.gz");
+    let err = dir.join("samply.stderr");
+    // samply 0.13.1 tries `cycles` first and, where that fails (no PMU: ENOENT) while
+    // perf_event_paranoid is above 1, exits (it takes any failure then for a permission
+    // problem, even as root) instead of falling back to `cpu-clock`. BENCH_SAMPLY_PARANOID=1 lowers
+    // the sysctl to 1 for samply's run only and restores it after.
+    const PARANOID: &str = "/proc/sys/kernel/perf_event_paranoid";
+    let paranoid = read(Path::new(PARANOID)).trim().to_owned();
+    let lower = std::env::var_os("BENCH_SAMPLY_PARANOID").is_some_and(|v| v == "1")
+        && paranoid.parse::<i32>().is_ok_and(|l| l > 1);
+    if lower {
+        std::fs::write(PARANOID, "1").expect("lowering perf_event_paranoid");
+    }
+    let run = spawn_usage(
+        Command::new(&samply)
+            .args([
+                "record",
+                "--save-only",
+                "--unstable-presymbolicate",
+                "-r",
+                "999",
+                "-o",
+            ])
+            .arg(&out)
+            .arg("--")
+            .arg(bin)
+            .arg("3")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap()),
+    )();
+    if lower {
+        std::fs::write(PARANOID, &paranoid).expect("restoring perf_event_paranoid");
+    }
+    if !run.ok || !out.exists() {
+        // Its message, or the first panic's, without backtraces.
+        let err = read(&err);
+        let why = err
+            .lines()
+            .position(|l| l.contains("panicked at"))
+            .map_or_else(
+                || err.trim().to_owned(),
+                |i| err.lines().skip(i).take(2).collect::<Vec<_>>().join(" "),
+            );
+        return skip(&format!(
+            "{version} failed, no samply comparison (perf_event_paranoid {}; without a PMU \
+             samply needs 1 or lower: BENCH_SAMPLY_PARANOID=1): {why}",
+            if lower { "lowered to 1" } else { &paranoid }
+        ));
+    }
+    // samply waits for the command too: its CPU is in samply's figure.
+    let own = run.cpu.saturating_sub(Duration::from_secs(3));
+    let samples = samply_samples(&out).unwrap_or(samples_32k);
+    let (theirs, ours_8k) = (per(own, samples), per(own_8k, samples_8k));
+    println!(
+        "  {version} (--unstable-presymbolicate, 32000-byte stacks): {:.0} ms CPU of its own for \
+         {samples} samples ({theirs:.0} us per sample), peak RSS {:.1} MiB",
+        own.as_secs_f64() * 1e3,
+        run.max_rss_kib as f64 / 1024.0
+    );
+    println!(
+        "  ratio ours/samply per sample: {:.3} (same stack size), {:.3} (ours at 8 KiB) (target \
+         <= 1)",
+        ours_32k / theirs.max(1e-9),
+        ours_8k / theirs.max(1e-9)
+    );
+}
+
+/// The number of samples in samply's profile (gzip'd Firefox profiler JSON): the sum of each
+/// thread's `"samples":{..."length":N`.
+fn samply_samples(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).ok()?)
+        .read_to_string(&mut json)
+        .ok()?;
+    let mut total = 0;
+    let mut found = false;
+    for part in json.split("\"samples\":{").skip(1) {
+        let Some(at) = part.find("\"length\":") else {
+            continue;
+        };
+        let digits: String = part[at + 9..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if let Ok(n) = digits.parse::<u64>() {
+            total += n;
+            found = true;
+        }
+    }
+    found.then_some(total)
 }
 
 fn read(p: &Path) -> String {

@@ -354,7 +354,7 @@ impl Pipeline {
             .stacks
             .frames()
             .iter()
-            .map(|f| self.symbols.lines(f).to_vec())
+            .map(|f| self.symbols.shared_lines(f))
             .collect();
         let mut info = self.info.clone();
         info.duration = self.started.elapsed();

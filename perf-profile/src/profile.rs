@@ -1,5 +1,6 @@
 //! The aggregated profile: what a capture produced so far, symbolized, ready to export.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::aggregate::{Frame, FrameId, Stacks};
@@ -58,8 +59,9 @@ pub struct Info {
 pub struct Profile {
     pub(crate) stacks: Stacks,
     pub(crate) mappings: Vec<Mapping>,
-    /// By frame id: its functions, innermost first.
-    pub(crate) lines: Vec<Vec<Line>>,
+    /// By frame id: its functions, innermost first (shared with the symbol cache and the other
+    /// profiles taken from the same capture).
+    pub(crate) lines: Vec<Arc<[Line]>>,
     /// How the profile was taken.
     pub info: Info,
 }
@@ -77,7 +79,7 @@ impl Profile {
 
     /// The functions of a frame, innermost (inlined) first; empty when it was not symbolized.
     pub fn lines(&self, frame: FrameId) -> &[Line] {
-        self.lines.get(frame.0 as usize).map_or(&[], Vec::as_slice)
+        self.lines.get(frame.0 as usize).map_or(&[], |l| l)
     }
 
     /// The names a frame shows in folded stacks, innermost first: its functions, or where it is

@@ -12,6 +12,7 @@
 //! backend that symbolizes (Parca, Pyroscope).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::aggregate::Frame;
 use crate::maps::{AddressSpaces, KernelSymbols};
@@ -41,7 +42,10 @@ pub enum Mode {
 pub struct Symbols {
     mode: Mode,
     /// By frame: its functions, innermost (inlined) first, outermost last; empty when unresolved.
-    resolved: HashMap<Frame, Vec<Line>>,
+    /// Shared with the profiles taken, which hold the same lines rather than copies.
+    resolved: HashMap<Frame, Arc<[Line]>>,
+    /// What unresolved frames share.
+    empty: Arc<[Line]>,
     #[cfg(feature = "symbolize")]
     symbolizer: blazesym::symbolize::Symbolizer,
     /// Files whose build id is no longer the one mapped (rebuilt since), by path.
@@ -64,12 +68,9 @@ impl Symbols {
         Self {
             mode,
             resolved: HashMap::new(),
+            empty: Arc::from([]),
             #[cfg(feature = "symbolize")]
-            symbolizer: blazesym::symbolize::Symbolizer::builder()
-                .enable_code_info(true)
-                .enable_inlined_fns(true)
-                .enable_demangling(true)
-                .build(),
+            symbolizer: new_symbolizer(),
             changed: Vec::new(),
         }
     }
@@ -87,7 +88,21 @@ impl Symbols {
 
     /// The functions of `frame`, innermost first; empty when unresolved or not yet resolved.
     pub fn lines(&self, frame: &Frame) -> &[Line] {
-        self.resolved.get(frame).map_or(&[], Vec::as_slice)
+        self.resolved.get(frame).map_or(&[], |l| l)
+    }
+
+    /// [`lines`](Self::lines), shared rather than copied (for a profile's table).
+    pub(crate) fn shared_lines(&self, frame: &Frame) -> Arc<[Line]> {
+        self.resolved.get(frame).unwrap_or(&self.empty).clone()
+    }
+
+    /// `lines` as one shared allocation (the one empty list for every unresolved frame).
+    fn share(&self, lines: Vec<Line>) -> Arc<[Line]> {
+        if lines.is_empty() {
+            self.empty.clone()
+        } else {
+            lines.into()
+        }
     }
 
     /// Resolves the frames of `frames` not resolved before.
@@ -125,11 +140,13 @@ impl Symbols {
                     _ => Vec::new(),
                 },
             };
+            let lines = self.share(lines);
             self.resolved.insert(frame, lines);
         }
         for ((path, build_id), frames) in user {
             let lines = self.resolve_user(maps, path, build_id, &frames);
             for (frame, l) in frames.into_iter().zip(lines) {
+                let l = self.share(l);
                 self.resolved.insert(frame, l);
             }
         }
@@ -145,7 +162,6 @@ impl Symbols {
         build_id: Option<&[u8]>,
         frames: &[Frame],
     ) -> Vec<Vec<Line>> {
-        use blazesym::symbolize::evict::{self, Evict};
         use blazesym::symbolize::source::{Elf, Source};
         use blazesym::symbolize::Input;
 
@@ -174,8 +190,11 @@ impl Symbols {
             Err(_) => none(),
         };
         // Frames not seen before are few after the first snapshot: reading the file again then
-        // costs less than keeping every file's symbols and DWARF for the whole capture.
-        let _ = self.symbolizer.evict(&Evict::Elf(evict::Elf::new(path)));
+        // costs less than keeping every file's symbols and DWARF for the whole capture. A new
+        // symbolizer rather than `evict(path)`: blazesym also caches the separate debug file a
+        // `.gnu_debuglink` led to (e.g. /usr/lib/debug/.build-id/..), every page of which its
+        // checksum read, and evicting `path` leaves that one mapped.
+        self.symbolizer = new_symbolizer();
         lines
     }
 
@@ -190,6 +209,16 @@ impl Symbols {
     ) -> Vec<Vec<Line>> {
         vec![Vec::new(); frames.len()]
     }
+}
+
+/// A symbolizer with empty caches: names, file:line and inlined functions, demangled.
+#[cfg(feature = "symbolize")]
+fn new_symbolizer() -> blazesym::symbolize::Symbolizer {
+    blazesym::symbolize::Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .build()
 }
 
 /// A blazesym result as our lines, innermost function first.
