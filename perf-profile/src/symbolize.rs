@@ -257,3 +257,39 @@ fn lines_of(s: blazesym::symbolize::Symbolized<'_>) -> Vec<Line> {
         Symbolized::Unknown(_) => Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_resolved_once_and_shared_not_copied() {
+        let kernel = KernelSymbols::parse(
+            "ffffffff81000000 T _stext\nffffffff81000100 t do_thing\t[ext4]\n",
+        );
+        let maps = AddressSpaces::new();
+        let frames = [
+            Frame::Kernel {
+                addr: 0xffffffff81000150,
+            },
+            Frame::Unmapped { addr: 0x1000 },
+            Frame::KernelHidden,
+        ];
+        let mut symbols = Symbols::new(Mode::Local);
+        symbols.resolve(&frames, &maps, &kernel);
+        let named = symbols.shared_lines(&frames[0]);
+        assert_eq!(named[0].function, "do_thing");
+        assert_eq!(named[0].file.as_deref(), Some("[ext4]"));
+        // A second snapshot gets the same allocation, not a copy of the strings.
+        symbols.resolve(&frames, &maps, &kernel);
+        assert!(Arc::ptr_eq(&named, &symbols.shared_lines(&frames[0])));
+        assert_eq!(Arc::strong_count(&named), 2, "the cache's and `named`");
+        // Unresolved frames share one empty list.
+        let (a, b) = (
+            symbols.shared_lines(&frames[1]),
+            symbols.shared_lines(&frames[2]),
+        );
+        assert!(a.is_empty() && Arc::ptr_eq(&a, &b));
+        assert!(symbols.lines(&Frame::Kernel { addr: 1 }).is_empty());
+    }
+}
