@@ -3,10 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p perf-profile --example profile -- [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
-//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] -o FILE [-o FILE ...]
+//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] [--service NAME] -o FILE [-o FILE ...]
 //! ```
 //!
-//! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`.
+//! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`,
+//! `.otlp` (OTLP profiles, alpha).
 //! Ctrl-C, `-d` or the command's end stops the capture; every output is then written (to a
 //! temporary file, renamed when complete). Exit status: 0 when the outputs were written, 1 when
 //! the capture or a write failed, 2 for a bad command line.
@@ -25,7 +26,7 @@ use perf_profile::{Error, Format, Options, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] -o FILE [-o FILE ...]
+               [--symbolize local|none] [--service NAME] -o FILE [-o FILE ...]
 
   -F HZ              samples per second per CPU (default 99)
   -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
@@ -36,8 +37,11 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
   --symbolize MODE   local: names and lines from the binaries (default);
                      none: addresses, mappings and build ids, for a backend that symbolizes
+  --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
+                     process's name)
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
-                     .folded (folded stacks), .svg (flame graph). May be given several times.";
+                     .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
+                     May be given several times.";
 
 enum Fail {
     Usage(String),
@@ -51,6 +55,7 @@ struct Args {
     command: Vec<OsString>,
     duration: Option<Duration>,
     symbolize: Mode,
+    service: Option<String>,
     outputs: Vec<(PathBuf, Format)>,
 }
 
@@ -65,6 +70,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         command: Vec::new(),
         duration: None,
         symbolize: Mode::Local,
+        service: None,
         outputs: Vec::new(),
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -110,6 +116,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     _ => return Err(Fail::Usage(format!("--symbolize {v}: use local or none"))),
                 };
             }
+            Long("service") => {
+                a.service = Some(p.value().map_err(usage)?.string().map_err(usage)?);
+            }
             Short('o') => {
                 let path = PathBuf::from(p.value().map_err(usage)?);
                 let format = Format::from_path(&path).map_err(|e| Fail::Usage(e.to_string()))?;
@@ -136,7 +145,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
     }
     if a.outputs.is_empty() {
         return Err(Fail::Usage(
-            "no output: give -o FILE (.pb.gz, .pprof, .folded or .svg)".into(),
+            "no output: give -o FILE (.pb.gz, .pprof, .folded, .svg or .otlp)".into(),
         ));
     }
     Ok(Some(a))
@@ -208,6 +217,7 @@ fn run() -> Result<(), Fail> {
     let mut opts = Options::default();
     opts.frequency = a.frequency;
     opts.symbolize = a.symbolize;
+    opts.service = a.service.clone();
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
     eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);

@@ -35,7 +35,7 @@ use perf_event::sample::{MergedIter, Sampler};
 use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
 use crate::maps::{AddressSpaces, KernelSymbols};
-use crate::profile::{Info, Profile, Stats};
+use crate::profile::{Info, ProcessInfo, Profile, Stats};
 use crate::symbolize::{Mode, Symbols};
 use crate::unwind::{self, Context, RawFrame};
 
@@ -80,6 +80,8 @@ pub struct Options {
     /// Sample the kernel too (default). Where that is not permitted the capture falls back to user
     /// space and says so in the profile's notes.
     pub kernel: bool,
+    /// The service name profiles carry ([`Info::service`]); `None`: the process's name.
+    pub service: Option<String>,
 }
 
 impl Default for Options {
@@ -90,6 +92,7 @@ impl Default for Options {
             symbolize: Mode::Local,
             ring_pages_exp: 6,
             kernel: true,
+            service: None,
         }
     }
 }
@@ -196,12 +199,21 @@ impl Profiler {
             child: None,
             stopped: false,
         };
+        let mut process = match &target {
+            Target::Pids(pids) => pids.first().and_then(|&p| ProcessInfo::of_pid(p)),
+            Target::ThisProcess => ProcessInfo::of_pid(std::process::id()),
+            Target::Command(_) | Target::System => None,
+        };
         match target {
             Target::Command(mut cmd) => {
                 let child = cmd.spawn().map_err(|e| Error::Spawn {
                     command: cmd.get_program().to_string_lossy().into_owned(),
                     source: e,
                 })?;
+                process = Some(ProcessInfo::new(
+                    child.id(),
+                    &cmd.get_program().to_string_lossy(),
+                ));
                 source.child = Some(child);
             }
             _ => {
@@ -227,6 +239,8 @@ impl Profiler {
                     stats: Stats::default(),
                     notes,
                     symbolize: opts.symbolize,
+                    process,
+                    service: opts.service.clone(),
                 },
                 started: Instant::now(),
                 raw: Vec::new(),

@@ -70,7 +70,7 @@ pub mod unwind;
 pub use collect::{CallGraph, Options, Profiler, Target};
 pub use error::{Error, Result};
 pub use export::Format;
-pub use profile::{Info, Profile, Stats};
+pub use profile::{Info, ProcessInfo, Profile, Stats};
 
 /// The README's example, compiled as a doc test.
 #[cfg(doctest)]

@@ -27,6 +27,11 @@ pub struct Stats {
     pub empty: u64,
     /// Records merged out of time order (see perf-event's `MergedIter::late`).
     pub late: u64,
+    /// Profiles a [`Pusher`](crate::push) dropped before this one got through: its queue was full
+    /// past its bound, or the endpoint refused them for good. Reported in the next profile sent.
+    pub dropped_profiles: u64,
+    /// The samples in those dropped profiles.
+    pub dropped_samples: u64,
 }
 
 /// How the profile was taken.
@@ -49,6 +54,64 @@ pub struct Info {
     pub notes: Vec<String>,
     /// How frames were symbolized.
     pub symbolize: Mode,
+    /// The process profiled (a command, the first of the pids, this process); `None` for the whole
+    /// system. OTLP exports name it in the resource (`process.pid`, `process.executable.name`).
+    pub process: Option<ProcessInfo>,
+    /// The service the profile is of (OTLP `service.name`, Pyroscope's application name); `None`:
+    /// the process's name ([`service_name`](Self::service_name)).
+    pub service: Option<String>,
+}
+
+/// The process a profile is of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its executable's file name (`gzip`, not `/usr/bin/gzip`).
+    pub name: String,
+}
+
+impl ProcessInfo {
+    /// Process `pid` named `name` (a path is cut to its file name).
+    pub fn new(pid: u32, name: &str) -> Self {
+        Self {
+            pid,
+            name: name.rsplit('/').next().unwrap_or(name).to_owned(),
+        }
+    }
+
+    /// Process `pid`, named by its executable (`/proc/PID/exe`, else `/proc/PID/comm`); `None` when it
+    /// is gone.
+    pub fn of_pid(pid: u32) -> Option<Self> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_owned()
+            });
+        let name = match exe {
+            Some(e) => e,
+            None => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()?
+                .trim_end()
+                .to_owned(),
+        };
+        Some(Self::new(pid, &name))
+    }
+}
+
+impl Info {
+    /// The service name: [`service`](Self::service) when set, else the process's name, else
+    /// `unknown_service` (a system-wide profile), as OpenTelemetry names a service without one.
+    pub fn service_name(&self) -> String {
+        match (&self.service, &self.process) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) => p.name.clone(),
+            (None, None) => "unknown_service".into(),
+        }
+    }
 }
 
 /// An aggregated, symbolized profile: stacks with sample counts and periods, the mappings and
