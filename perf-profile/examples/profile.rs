@@ -3,8 +3,16 @@
 //!
 //! ```text
 //! cargo run --release -p perf-profile --example profile -- [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
-//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] [--service NAME] -o FILE [-o FILE ...]
+//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] [--service NAME]
+//!     [--every SECS] [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]]
+//!     [-o FILE ...]
 //! ```
+//!
+//! Continuous mode (`--every SECS`) cuts the profile at each interval and hands each cut to the
+//! outputs (`{n}` in a file name is the interval's number; without it the file holds the latest)
+//! and to `--push`. Push credentials come from the environment (`PERF_PROFILE_PUSH_TOKEN`,
+//! `PERF_PROFILE_PUSH_USER` + `PERF_PROFILE_PUSH_PASSWORD`, `PERF_PROFILE_PUSH_HEADERS`) or
+//! `--credentials FILE`, never from the command line.
 //!
 //! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`,
 //! `.otlp` (OTLP profiles, alpha).
@@ -21,12 +29,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use perf_profile::push::{Credentials, PushOptions, Pusher};
 use perf_profile::symbolize::Mode;
-use perf_profile::{Error, Format, Options, Profiler, Target};
+use perf_profile::{Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] [--service NAME] -o FILE [-o FILE ...]
+               [--symbolize local|none] [--service NAME] [--every SECS]
+               [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
+                [--retry-max SECS]] [-o FILE ...]
 
   -F HZ              samples per second per CPU (default 99)
   -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
@@ -39,6 +50,18 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
                      none: addresses, mappings and build ids, for a backend that symbolizes
   --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
                      process's name)
+  --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
+                     outputs ({n} in a file name: the interval's number) and to --push
+  --push URL         send each profile: OTLP/HTTP when the path ends in /v1development/profiles,
+                     Pyroscope when it ends in /ingest. Credentials from PERF_PROFILE_PUSH_TOKEN,
+                     PERF_PROFILE_PUSH_USER + PERF_PROFILE_PUSH_PASSWORD, PERF_PROFILE_PUSH_HEADERS
+                     (Name=value,...), or --credentials FILE
+  --ca FILE          trust the CA certificates of this PEM file (default: the system's)
+  --credentials FILE token = ..., user = ..., password = ..., header = Name: value lines
+  --queue-bytes N    the most bytes of profiles kept pending while the endpoint fails (default
+                     8388608); older ones merge, then the oldest are dropped (counted, reported)
+  --label K=V        a Pyroscope label (repeatable)
+  --retry-max SECS   the longest delay between retries (default 30)
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
                      .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
                      May be given several times.";
@@ -56,6 +79,13 @@ struct Args {
     duration: Option<Duration>,
     symbolize: Mode,
     service: Option<String>,
+    every: Option<Duration>,
+    push: Option<String>,
+    ca: Option<PathBuf>,
+    credentials: Option<PathBuf>,
+    queue_bytes: Option<usize>,
+    labels: Vec<(String, String)>,
+    retry_max: Option<Duration>,
     outputs: Vec<(PathBuf, Format)>,
 }
 
@@ -71,6 +101,13 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         duration: None,
         symbolize: Mode::Local,
         service: None,
+        every: None,
+        push: None,
+        ca: None,
+        credentials: None,
+        queue_bytes: None,
+        labels: Vec::new(),
+        retry_max: None,
         outputs: Vec::new(),
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -116,6 +153,41 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     _ => return Err(Fail::Usage(format!("--symbolize {v}: use local or none"))),
                 };
             }
+            Long("every") | Long("retry-max") => {
+                let which = if let Long(w) = arg {
+                    w.to_owned()
+                } else {
+                    String::new()
+                };
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| Fail::Usage(format!("--{which} {v}: give seconds, e.g. 10")))?;
+                let d = Some(Duration::from_secs_f64(secs));
+                if which == "every" {
+                    a.every = d;
+                } else {
+                    a.retry_max = d;
+                }
+            }
+            Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
+            Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
+            Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
+            Long("queue-bytes") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                a.queue_bytes = Some(v.parse().map_err(|_| {
+                    Fail::Usage(format!("--queue-bytes {v}: give bytes, e.g. 8388608"))
+                })?);
+            }
+            Long("label") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                let (k, val) = v
+                    .split_once('=')
+                    .ok_or_else(|| Fail::Usage(format!("--label {v}: give KEY=VALUE")))?;
+                a.labels.push((k.to_owned(), val.to_owned()));
+            }
             Long("service") => {
                 a.service = Some(p.value().map_err(usage)?.string().map_err(usage)?);
             }
@@ -143,9 +215,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             "give only one of -a, -p PID,... and -- CMD ARGS...".into(),
         ));
     }
-    if a.outputs.is_empty() {
+    if a.outputs.is_empty() && a.push.is_none() {
         return Err(Fail::Usage(
-            "no output: give -o FILE (.pb.gz, .pprof, .folded, .svg or .otlp)".into(),
+            "no output: give -o FILE (.pb.gz, .pprof, .folded, .svg or .otlp) or --push URL".into(),
         ));
     }
     Ok(Some(a))
@@ -201,6 +273,10 @@ fn run() -> Result<(), Fail> {
     for (path, _) in &a.outputs {
         check_writable(path)?;
     }
+    let pusher = match &a.push {
+        Some(url) => Some(start_pusher(url, &a)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
         .map_err(|e| Fail::Error(format!("cannot install the SIGINT handler: {e}")))?;
@@ -223,6 +299,9 @@ fn run() -> Result<(), Fail> {
     eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
 
     let started = Instant::now();
+    let mut next_cut = a.every.map(|e| started + e);
+    let mut interval = 0u64;
+    let mut failed = None;
     let tty = std::io::stderr().is_terminal();
     let mut last_progress = started;
     let mut progressed = false;
@@ -231,6 +310,14 @@ fn run() -> Result<(), Fail> {
         p.poll(Duration::from_millis(100)).map_err(fail)?;
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let (Some(at), Some(every)) = (next_cut, a.every) {
+            if Instant::now() >= at {
+                let cut = p.cut();
+                deliver(&cut, interval, &a, pusher.as_ref(), &mut failed);
+                interval += 1;
+                next_cut = Some(at + every);
+            }
         }
         if a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
@@ -273,6 +360,8 @@ fn run() -> Result<(), Fail> {
     if progressed {
         eprintln!();
     }
+    p.stop().map_err(fail)?;
+    let total = p.stats().samples;
     let profile = p.finish().map_err(fail)?;
     let s = &profile.info.stats;
     eprintln!(
@@ -287,14 +376,33 @@ fn run() -> Result<(), Fail> {
     for note in &profile.info.notes {
         eprintln!("profile: note: {note}");
     }
-    let mut failed = None;
-    for (path, _) in &a.outputs {
-        match profile.write_to_file(path) {
-            Ok(()) => eprintln!("profile: wrote {}", path.display()),
-            Err(e) => {
-                eprintln!("profile: {e}");
-                failed = Some(e);
-            }
+    deliver(&profile, interval, &a, pusher.as_ref(), &mut failed);
+    if a.every.is_some() {
+        eprintln!(
+            "profile: {total} samples in total in {} intervals",
+            interval + 1
+        );
+    }
+    if let Some(pusher) = pusher {
+        let st = pusher.finish(Duration::from_secs(10));
+        eprintln!(
+            "profile: push: sent {} requests with {} samples; {} failed attempts retried; {} rejected; \
+             {} merges; dropped {} profiles with {} samples",
+            st.sent,
+            st.sent_samples,
+            st.failed_attempts,
+            st.rejected,
+            st.merges,
+            st.dropped_profiles,
+            st.dropped_samples
+        );
+        if st.dropped_profiles > 0 && failed.is_none() {
+            failed = Some(Error::InvalidOption(format!(
+                "{} profiles ({} samples) were not delivered{}",
+                st.dropped_profiles,
+                st.dropped_samples,
+                st.last_error.map(|e| format!(": {e}")).unwrap_or_default()
+            )));
         }
     }
     if let Some(st) = status.filter(|s| !s.success()) {
@@ -304,6 +412,51 @@ fn run() -> Result<(), Fail> {
     match failed {
         Some(e) => Err(fail(e)),
         None => Ok(()),
+    }
+}
+
+/// The pusher of `--push URL`, its credentials from `--credentials FILE` or the environment.
+fn start_pusher(url: &str, a: &Args) -> Result<Pusher, Fail> {
+    let fail = |e: Error| Fail::Error(e.to_string());
+    let mut o = PushOptions::new(url);
+    o.credentials = match &a.credentials {
+        Some(f) => Credentials::from_file(f),
+        None => Credentials::from_env(),
+    }
+    .map_err(fail)?;
+    o.ca_file = a.ca.clone();
+    o.labels = a.labels.clone();
+    if let Some(q) = a.queue_bytes {
+        o.queue_bytes = q;
+    }
+    if let Some(m) = a.retry_max {
+        o.backoff.1 = m;
+        o.backoff.0 = o.backoff.0.min(m);
+    }
+    o.log = Arc::new(|line| eprintln!("profile: push: {line}"));
+    Pusher::start(o).map_err(fail)
+}
+
+/// Writes `profile` to the outputs (`{n}` replaced by `interval`) and hands it to the pusher.
+fn deliver(
+    profile: &Profile,
+    interval: u64,
+    a: &Args,
+    pusher: Option<&Pusher>,
+    failed: &mut Option<Error>,
+) {
+    for (path, _) in &a.outputs {
+        let path = PathBuf::from(path.to_string_lossy().replace("{n}", &interval.to_string()));
+        match profile.write_to_file(&path) {
+            Ok(()) => eprintln!("profile: wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("profile: {e}");
+                *failed = Some(e);
+            }
+        }
+    }
+    if let Some(p) = pusher {
+        p.push(profile.clone());
     }
 }
 

@@ -146,6 +146,8 @@ struct Pipeline {
     started: Instant,
     raw: Vec<RawFrame>,
     frames: Vec<Frame>,
+    /// The last cut: when, and the counts then.
+    cut: Option<(Instant, Stats)>,
 }
 
 impl Profiler {
@@ -245,6 +247,7 @@ impl Profiler {
                 started: Instant::now(),
                 raw: Vec::new(),
                 frames: Vec::new(),
+                cut: None,
             },
         })
     }
@@ -285,10 +288,22 @@ impl Profiler {
         (&self.pipe.info.event, &self.pipe.info.event_reason)
     }
 
-    /// The profile so far, symbolized (frames not seen before are resolved now, once), without
-    /// stopping the capture. Records still in the rings are not in it: [`poll`](Self::poll) first.
+    /// The profile so far (since the last [`cut`](Self::cut), if any), symbolized (frames not seen
+    /// before are resolved now, once), without stopping the capture. Records still in the rings
+    /// are not in it: [`poll`](Self::poll) first.
     pub fn profile(&mut self) -> Profile {
         self.pipe.snapshot()
+    }
+
+    /// The profile since the last cut (or the start), and a fresh aggregation from now on, for
+    /// continuous profiling: every sample read is in exactly one cut, its counts (and lost or
+    /// throttled records) too. Symbols resolved stay cached across cuts. Records still in the rings
+    /// are not in it: [`poll`](Self::poll) first.
+    pub fn cut(&mut self) -> Profile {
+        let profile = self.pipe.snapshot();
+        self.pipe.stacks = Stacks::new();
+        self.pipe.cut = Some((Instant::now(), self.pipe.stats.clone()));
+        profile
     }
 
     /// Stops sampling and reads what is left in the rings. Idempotent.
@@ -340,6 +355,12 @@ impl Pipeline {
         let mut info = self.info.clone();
         info.duration = self.started.elapsed();
         info.stats = self.stats.clone();
+        if let Some((at, base)) = &self.cut {
+            let since_start = at.duration_since(self.started);
+            info.start += since_start;
+            info.duration = info.duration.saturating_sub(since_start);
+            info.stats = self.stats.since(base);
+        }
         for f in self.symbols.changed_files() {
             info.notes.push(format!(
                 "{f} was rebuilt since it was mapped (its build id differs): its frames are not named"

@@ -54,6 +54,9 @@
 //! - `symbolize` (default): function names and file:line with blazesym. Without it, profiles carry
 //!   addresses, mappings and build ids for a backend that symbolizes.
 //! - `flamegraph`: flame graph SVGs with inferno (CDDL-1.0 licensed, so off by default).
+//! - `otlp` (default): OTLP profiles ([`export::otlp`]; the signal is alpha upstream).
+//! - `push`: [`push`] profiles to OTLP/HTTP or Pyroscope endpoints from a sender thread, with
+//!   retries and a bounded queue (ureq, rustls).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -64,6 +67,8 @@ pub mod export;
 pub mod maps;
 mod profile;
 pub mod proto;
+#[cfg(feature = "push")]
+pub mod push;
 pub mod symbolize;
 pub mod unwind;
 

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use std::collections::HashMap;
+
 use crate::aggregate::{Frame, FrameId, Stacks};
 use crate::maps::Mapping;
 use crate::symbolize::{Line, Mode};
@@ -32,6 +34,34 @@ pub struct Stats {
     pub dropped_profiles: u64,
     /// The samples in those dropped profiles.
     pub dropped_samples: u64,
+}
+
+impl Stats {
+    /// Adds `other`'s counts to these (two intervals merged).
+    pub fn add(&mut self, other: &Stats) {
+        self.samples += other.samples;
+        self.lost_records += other.lost_records;
+        self.lost_samples += other.lost_samples;
+        self.throttled += other.throttled;
+        self.empty += other.empty;
+        self.late += other.late;
+        self.dropped_profiles += other.dropped_profiles;
+        self.dropped_samples += other.dropped_samples;
+    }
+
+    /// What was counted since `base`, an earlier copy of these counts.
+    pub fn since(&self, base: &Stats) -> Stats {
+        Stats {
+            samples: self.samples.saturating_sub(base.samples),
+            lost_records: self.lost_records.saturating_sub(base.lost_records),
+            lost_samples: self.lost_samples.saturating_sub(base.lost_samples),
+            throttled: self.throttled.saturating_sub(base.throttled),
+            empty: self.empty.saturating_sub(base.empty),
+            late: self.late.saturating_sub(base.late),
+            dropped_profiles: self.dropped_profiles.saturating_sub(base.dropped_profiles),
+            dropped_samples: self.dropped_samples.saturating_sub(base.dropped_samples),
+        }
+    }
 }
 
 /// How the profile was taken.
@@ -141,6 +171,74 @@ impl Profile {
     /// The functions of a frame, innermost (inlined) first; empty when it was not symbolized.
     pub fn lines(&self, frame: FrameId) -> &[Line] {
         self.lines.get(frame.0 as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Adds `other` (a later interval of the same capture, or any profile of the same event) to this
+    /// profile: its stacks and counts, the mappings and names they use, its statistics and notes;
+    /// the time span grows to cover both.
+    pub fn merge(&mut self, other: &Profile) {
+        // Mappings by value: the tables of two cuts of one capture share a prefix.
+        let mut index: HashMap<&crate::maps::Mapping, u32> = HashMap::new();
+        for (i, m) in self.mappings.iter().enumerate() {
+            index.entry(m).or_insert(i as u32);
+        }
+        let mut new_mappings = Vec::new();
+        let mut remap = Vec::with_capacity(other.mappings.len());
+        for m in &other.mappings {
+            let id = match index.get(m) {
+                Some(&id) => id,
+                None => {
+                    let id = (self.mappings.len() + new_mappings.len()) as u32;
+                    new_mappings.push(m.clone());
+                    id
+                }
+            };
+            remap.push(crate::maps::MappingId(id));
+        }
+        self.mappings.extend(new_mappings);
+        let frame = |f: Frame| match f {
+            Frame::User { mapping, addr } => match remap.get(mapping.0 as usize) {
+                Some(&mapping) => Frame::User { mapping, addr },
+                None => Frame::Unmapped { addr },
+            },
+            f => f,
+        };
+        let mut root_first = Vec::new();
+        for (stack, counts) in other.stacks.sampled() {
+            root_first.clear();
+            root_first.extend(other.stacks.frames_of(stack));
+            root_first.reverse();
+            for &f in &root_first {
+                let Some(of) = other.stacks.frame(f) else {
+                    continue;
+                };
+                let id = self.stacks.intern(frame(of)).0 as usize;
+                if self.lines.len() <= id {
+                    self.lines.resize(id + 1, Vec::new());
+                }
+                if self.lines[id].is_empty() {
+                    self.lines[id] = other.lines(f).to_vec();
+                }
+            }
+            let frames = root_first
+                .iter()
+                .filter_map(|&f| other.stacks.frame(f))
+                .map(frame);
+            self.stacks.add_counts(frames, counts);
+        }
+        let end = |i: &Info| i.start + i.duration;
+        let (start, finish) = (
+            self.info.start.min(other.info.start),
+            end(&self.info).max(end(&other.info)),
+        );
+        self.info.start = start;
+        self.info.duration = finish.duration_since(start).unwrap_or_default();
+        self.info.stats.add(&other.info.stats);
+        for n in &other.info.notes {
+            if !self.info.notes.contains(n) {
+                self.info.notes.push(n.clone());
+            }
+        }
     }
 
     /// The names a frame shows in folded stacks, innermost first: its functions, or where it is

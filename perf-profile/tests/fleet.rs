@@ -216,3 +216,250 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
         "{ours:?}"
     );
 }
+
+/// An accepted request: its path (with the query) and body.
+type Accepted = (String, Vec<u8>);
+
+/// A loopback HTTP receiver for the example's pushes (minimal HTTP/1.1 on std's TcpListener, in the
+/// test only): answers each request with `respond(request number)`, keeps the accepted ones'
+/// paths and bodies.
+struct Receiver {
+    port: u16,
+    got: std::sync::Arc<std::sync::Mutex<Vec<Accepted>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Receiver {
+    fn start(respond: impl Fn(usize) -> u16 + Send + 'static) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (g, st) = (got.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            let mut n = 0;
+            while !st.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let Ok((mut s, _)) = l.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .unwrap();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                let head_end = loop {
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break Some(i + 4);
+                    }
+                    match s.read(&mut chunk) {
+                        Ok(k) if k > 0 => buf.extend_from_slice(&chunk[..k]),
+                        _ => break None,
+                    }
+                };
+                let Some(head_end) = head_end else { continue };
+                let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+                let len: usize = head
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut body = buf[head_end..].to_vec();
+                while body.len() < len {
+                    match s.read(&mut chunk) {
+                        Ok(k) if k > 0 => body.extend_from_slice(&chunk[..k]),
+                        _ => break,
+                    }
+                }
+                let code = respond(n);
+                n += 1;
+                if code == 200 {
+                    g.lock().unwrap().push((path, body));
+                }
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        Self {
+            port,
+            got,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The number after `prefix` in `text`.
+fn number_after(text: &str, prefix: &str) -> u64 {
+    let at = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("no {prefix:?} in:\n{text}"));
+    text[at + prefix.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    let dir = scratch("continuous");
+    let calls = build_c(&dir, "calls");
+    // The first three requests are refused with 503.
+    let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
+    let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
+    let out = profile(&[
+        "-F",
+        "499",
+        "--every",
+        "0.3",
+        "--retry-max",
+        "0.2",
+        "--push",
+        &url,
+        "-o",
+        dir.join("cut-{n}.folded").to_str().unwrap(),
+        "--",
+        calls.to_str().unwrap(),
+        "1.5",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("samples in total"))
+        .unwrap_or_else(|| panic!("no total in:\n{err}"));
+    let total = number_after(line, "profile: ");
+    let push = err
+        .lines()
+        .find(|l| l.starts_with("profile: push: sent"))
+        .unwrap();
+    println!("{push}; the capture's total: {total} samples");
+    assert_eq!(number_after(push, "retried; "), 0, "none rejected: {push}");
+    assert_eq!(
+        number_after(push, "samples; "),
+        3,
+        "3 failed attempts: {push}"
+    );
+    assert_eq!(number_after(push, "dropped "), 0, "{push}");
+    // The accepted bodies hold every sample once: their sum is the capture's total.
+    use prost::Message;
+    let got = rx.got.lock().unwrap().clone();
+    assert!(got.len() >= 2, "{} requests accepted", got.len());
+    let mut arrived = 0i64;
+    for (path, body) in &got {
+        assert_eq!(path, "/v1development/profiles");
+        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&body[..]).unwrap();
+        let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
+        arrived += p.samples.iter().map(|s| s.values[0]).sum::<i64>();
+    }
+    assert!(total > 100, "{total} samples:\n{err}");
+    assert_eq!(arrived as u64, total, "{err}");
+    // The interval files add up to the total too.
+    let mut files = 0u64;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("cut-") {
+            files += folded_file(&e.path()).values().sum::<u64>();
+        }
+    }
+    assert_eq!(files, total);
+}
+
+#[test]
+fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require!(
+        have("go", "version"),
+        Skip::Environment,
+        "go is not installed (Debian: golang-go)"
+    );
+    let dir = scratch("ingest");
+    let calls = build_c(&dir, "calls");
+    let rx = Receiver::start(|_| 200);
+    let url = format!("http://127.0.0.1:{}/ingest", rx.port);
+    let out = profile(&[
+        "-F",
+        "499",
+        "--push",
+        &url,
+        "--label",
+        "env=test",
+        "--",
+        calls.to_str().unwrap(),
+        "0.5",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    let got = rx.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{err}");
+    let (path, body) = &got[0];
+    // /ingest?name=calls{hostname=HOST,env=test}&from=..&until=..&format=pprof&...
+    assert!(path.starts_with("/ingest?"), "{path}");
+    let query: BTreeMap<&str, &str> = path["/ingest?".len()..]
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    assert_eq!(query["format"], "pprof");
+    assert_eq!(query["spyName"], "perf-profile");
+    assert_eq!(query["sampleRate"], "499");
+    let name = query["name"]
+        .replace("%7B", "{")
+        .replace("%7D", "}")
+        .replace("%3D", "=")
+        .replace("%2C", ",");
+    assert_eq!(name, format!("calls{{hostname={},env=test}}", host_name()));
+    let (from, until): (u64, u64) = (
+        query["from"].parse().unwrap(),
+        query["until"].parse().unwrap(),
+    );
+    assert!(from <= until && until - from < 30, "{from} {until}");
+    let file = dir.join("ingest.pb.gz");
+    std::fs::write(&file, body).unwrap();
+    let raw = Command::new("go")
+        .args(["tool", "pprof", "-raw"])
+        .arg(&file)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(raw.status.success(), "go tool pprof: {}", text(&raw.stderr));
+    let raw = text(&raw.stdout);
+    assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
+    for f in ["main", "outer", "hot_a", "hot_b", "leaf"] {
+        assert!(
+            raw.contains(&format!(" {f} ")) || raw.contains(&format!(" {f}\n")),
+            "{f} missing:\n{raw}"
+        );
+    }
+}
