@@ -35,7 +35,7 @@ use perf_profile::{Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] [--service NAME] [--every SECS]
+               [--symbolize local|none] [--off-cpu] [--service NAME] [--every SECS]
                [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
                 [--retry-max SECS]] [-o FILE ...]
 
@@ -48,6 +48,9 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
   --symbolize MODE   local: names and lines from the binaries (default);
                      none: addresses, mappings and build ids, for a backend that symbolizes
+  --off-cpu          where threads wait instead of where they run: the stack at each switch-out
+                     (sched:sched_switch with call chains) weighted by the nanoseconds until the
+                     thread runs again (pprof off_cpu/nanoseconds; folded weights in ns)
   --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
                      process's name)
   --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
@@ -79,6 +82,7 @@ struct Args {
     duration: Option<Duration>,
     symbolize: Mode,
     service: Option<String>,
+    off_cpu: bool,
     every: Option<Duration>,
     push: Option<String>,
     ca: Option<PathBuf>,
@@ -101,6 +105,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         duration: None,
         symbolize: Mode::Local,
         service: None,
+        off_cpu: false,
         every: None,
         push: None,
         ca: None,
@@ -172,6 +177,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     a.retry_max = d;
                 }
             }
+            Long("off-cpu") => a.off_cpu = true,
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
@@ -294,9 +300,14 @@ fn run() -> Result<(), Fail> {
     opts.frequency = a.frequency;
     opts.symbolize = a.symbolize;
     opts.service = a.service.clone();
+    opts.off_cpu = a.off_cpu;
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
-    eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+    if a.off_cpu {
+        eprintln!("profile: sampling {event} ({why})");
+    } else {
+        eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+    }
 
     let started = Instant::now();
     let mut next_cut = a.every.map(|e| started + e);

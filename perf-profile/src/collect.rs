@@ -28,13 +28,15 @@ use perf_event::config::{
 use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
 use perf_event::event::sw::Software;
+use perf_event::event::tp::Tracepoint;
 use perf_event::event::Event;
-use perf_event::sample::record::{Info as MmapInfo, Priv, Record};
+use perf_event::sample::record::{Info as MmapInfo, Priv, Record, Switch};
 use perf_event::sample::{MergedIter, Sampler};
 
 use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
 use crate::maps::{AddressSpaces, KernelSymbols};
+use crate::offcpu::{self, Waits};
 use crate::profile::{Info, ProcessInfo, Profile, Stats};
 use crate::symbolize::{Mode, Symbols};
 use crate::unwind::{self, Context, RawFrame};
@@ -82,6 +84,9 @@ pub struct Options {
     pub kernel: bool,
     /// The service name profiles carry ([`Info::service`]); `None`: the process's name.
     pub service: Option<String>,
+    /// Off-CPU instead of CPU: the stack at each switch-out weighted by the time until the thread
+    /// runs again ([`offcpu`](crate::offcpu)); `frequency` is then unused.
+    pub off_cpu: bool,
 }
 
 impl Default for Options {
@@ -93,6 +98,7 @@ impl Default for Options {
             ring_pages_exp: 6,
             kernel: true,
             service: None,
+            off_cpu: false,
         }
     }
 }
@@ -148,6 +154,8 @@ struct Pipeline {
     frames: Vec<Frame>,
     /// The last cut: when, and the counts then.
     cut: Option<(Instant, Stats)>,
+    /// Off-CPU: the threads switched out, `None` for a CPU profile.
+    waits: Option<Waits>,
 }
 
 impl Profiler {
@@ -248,6 +256,7 @@ impl Profiler {
                 raw: Vec::new(),
                 frames: Vec::new(),
                 cut: None,
+                waits: opts.off_cpu.then(Waits::new),
             },
         })
     }
@@ -303,6 +312,9 @@ impl Profiler {
         let profile = self.pipe.snapshot();
         self.pipe.stacks = Stacks::new();
         self.pipe.cut = Some((Instant::now(), self.pipe.stats.clone()));
+        if let Some(w) = self.pipe.waits.as_mut() {
+            w.retain_alive();
+        }
         profile
     }
 
@@ -421,6 +433,12 @@ impl Pipeline {
                     };
                     self.frames.push(frame);
                 }
+                if let Some(w) = self.waits.as_mut() {
+                    if let (Some(t), Some(time)) = (s.record_id.task, s.record_id.time) {
+                        w.switched_out(t.tid, time, &self.frames);
+                    }
+                    return;
+                }
                 self.stacks
                     .add(self.frames.iter().rev().copied(), s.period.unwrap_or(1));
                 self.stats.samples += 1;
@@ -448,7 +466,26 @@ impl Pipeline {
                 }
                 self.maps.fork(f.parent_task.pid, f.task.pid);
             }
-            Record::Exit(e) if e.task.pid == e.task.tid => self.maps.exit(e.task.pid),
+            Record::Exit(e) => {
+                if let Some(w) = self.waits.as_mut() {
+                    w.exited(e.task.tid);
+                }
+                if e.task.pid == e.task.tid {
+                    self.maps.exit(e.task.pid);
+                }
+            }
+            Record::CtxSwitch(c) if matches!(c.info, Switch::InFrom(_)) => {
+                let (Some(w), Some(id)) = (self.waits.as_mut(), c.record_id) else {
+                    return;
+                };
+                let (Some(t), Some(time)) = (id.task, id.time) else {
+                    return;
+                };
+                if let Some((frames, ns)) = w.switched_in(t.tid, time) {
+                    self.stacks.add(frames.into_iter().rev(), ns);
+                    self.stats.samples += 1;
+                }
+            }
             Record::LostRecords(l) => self.stats.lost_records += l.lost_records,
             Record::LostSamples(l) => self.stats.lost_samples += l.lost_samples,
             Record::Throttle(_) => self.stats.throttled += 1,
@@ -508,6 +545,12 @@ fn open(
 ) -> Result<Opened> {
     let mut event: (&'static str, Event) = ("cycles", Hardware::CpuCycle.into());
     let mut event_reason = "a hardware PMU counts cycles here".to_owned();
+    if opts.off_cpu {
+        event = (offcpu::EVENT, Tracepoint::by_name(offcpu::EVENT)?.into());
+        event_reason = "off-CPU: the stack at each switch-out (sched:sched_switch with call chains), \
+                        weighted by the nanoseconds until the thread runs again (context-switch records)"
+            .into();
+    }
     let mut o = base_opts(mode, opts);
     loop {
         match open_on(&event.1, tasks, cpus, mode, &o, opts.ring_pages_exp) {
@@ -554,6 +597,10 @@ fn base_opts(mode: Mode_, opts: &Options) -> Opts {
         sample_on: SampleOn::Freq(opts.frequency),
         ..Opts::default()
     };
+    if opts.off_cpu {
+        o.sample_on = SampleOn::Count(1);
+        o.extra_record.ctx_switch = true;
+    }
     o.exclude.kernel = !opts.kernel;
     o.exclude.hv = true;
     o.sample_format.code_addr = true;

@@ -65,6 +65,7 @@ pub mod collect;
 mod error;
 pub mod export;
 pub mod maps;
+pub mod offcpu;
 mod profile;
 pub mod proto;
 #[cfg(feature = "push")]

@@ -463,3 +463,71 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
         );
     }
 }
+
+#[test]
+fn off_cpu_time_in_a_sleeping_function_is_attributed_within_ten_percent() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    if let Err((kind, why)) = tests::tracepoint("sched:sched_switch") {
+        return tests::skip(kind, &why);
+    }
+    let dir = scratch("offcpu");
+    let sleeps = build_c(&dir, "sleeps");
+    let folded = dir.join("off.folded");
+    let pprof = dir.join("off.pb.gz");
+    let out = profile(&[
+        "--off-cpu",
+        "-o",
+        folded.to_str().unwrap(),
+        "-o",
+        pprof.to_str().unwrap(),
+        "--",
+        sleeps.to_str().unwrap(),
+        "20",
+    ]);
+    assert!(
+        out.status.success(),
+        "profile failed: {}",
+        text(&out.stderr)
+    );
+    // The workload's own measure of its time inside wait_here.
+    let measured: f64 = text(&out.stdout).trim().parse().unwrap();
+    let stacks = folded_file(&folded);
+    let ours: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.contains(";main;wait_here;"))
+        .map(|(_, ns)| ns)
+        .sum();
+    let ours = ours as f64 / 1e9;
+    println!("off-CPU in wait_here: ours {ours:.4} s, measured {measured:.4} s");
+    assert!(measured > 0.9, "{measured}");
+    assert!(
+        (ours / measured - 1.0).abs() <= 0.10,
+        "ours {ours} s, the workload measured {measured} s: {stacks:?}"
+    );
+    // pprof: samples/count and off_cpu/nanoseconds, the same nanoseconds.
+    use prost::Message;
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&pprof).unwrap()),
+        &mut raw,
+    )
+    .unwrap();
+    let p = perf_profile::proto::perftools::profiles::Profile::decode(&raw[..]).unwrap();
+    let st = |i: usize| {
+        let vt = &p.sample_type[i];
+        (
+            p.string_table[vt.r#type as usize].as_str(),
+            p.string_table[vt.unit as usize].as_str(),
+        )
+    };
+    assert_eq!(st(0), ("samples", "count"));
+    assert_eq!(st(1), ("off_cpu", "nanoseconds"));
+    let total_ns: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+    assert_eq!(total_ns as u64, stacks.values().sum::<u64>());
+}

@@ -38,10 +38,12 @@ impl Strings {
     }
 }
 
-/// The type and unit of a profile's period value: `cpu/nanoseconds` for `cpu-clock`, the event
-/// and `count` otherwise.
+/// The type and unit of a profile's period value: `off_cpu/nanoseconds` off CPU,
+/// `cpu/nanoseconds` for `cpu-clock`, the event and `count` otherwise.
 pub(crate) fn period_type(info: &Info) -> (&str, &'static str) {
-    if info.event == "cpu-clock" {
+    if crate::offcpu::is_off_cpu(info) {
+        ("off_cpu", "nanoseconds")
+    } else if info.event == "cpu-clock" {
         ("cpu", "nanoseconds")
     } else {
         (info.event.as_str(), "count")
