@@ -28,6 +28,14 @@ pub enum Frame {
     },
     /// The kernel's part of a stack when its addresses cannot be named (`kptr_restrict`).
     KernelHidden,
+    /// Code a JIT generated, named by the process's `/tmp/perf-PID.map`
+    /// ([`maps::perf_map`](crate::maps::perf_map)).
+    Jit {
+        /// The process.
+        pid: u32,
+        /// The address.
+        addr: u64,
+    },
 }
 
 /// Index of a frame in [`Stacks::frames`].

@@ -35,6 +35,7 @@ use perf_event::sample::{MergedIter, Sampler};
 
 use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
+use crate::maps::perf_map::PerfMaps;
 use crate::maps::{AddressSpaces, KernelSymbols};
 use crate::offcpu::{self, Waits};
 use crate::profile::{Info, ProcessInfo, Profile, Stats};
@@ -156,6 +157,8 @@ struct Pipeline {
     cut: Option<(Instant, Stats)>,
     /// Off-CPU: the threads switched out, `None` for a CPU profile.
     waits: Option<Waits>,
+    /// JIT symbols (`/tmp/perf-PID.map`).
+    jit: PerfMaps,
 }
 
 impl Profiler {
@@ -257,6 +260,7 @@ impl Profiler {
                 frames: Vec::new(),
                 cut: None,
                 waits: opts.off_cpu.then(Waits::new),
+                jit: PerfMaps::new(),
             },
         })
     }
@@ -315,6 +319,7 @@ impl Profiler {
         if let Some(w) = self.pipe.waits.as_mut() {
             w.retain_alive();
         }
+        self.pipe.jit.forget_exited();
         profile
     }
 
@@ -362,7 +367,10 @@ impl Pipeline {
             .stacks
             .frames()
             .iter()
-            .map(|f| self.symbols.lines(f).to_vec())
+            .map(|f| match *f {
+                Frame::Jit { pid, addr } => jit_lines(&self.jit, pid, addr),
+                _ => self.symbols.lines(f).to_vec(),
+            })
             .collect();
         let mut info = self.info.clone();
         info.duration = self.started.elapsed();
@@ -423,13 +431,22 @@ impl Pipeline {
                             Frame::KernelHidden
                         }
                         Context::Kernel => Frame::Kernel { addr: f.addr },
-                        Context::User => match self.maps.find(pid, f.addr) {
-                            Some(mapping) => Frame::User {
-                                mapping,
-                                addr: f.addr,
-                            },
-                            None => Frame::Unmapped { addr: f.addr },
-                        },
+                        Context::User => {
+                            let mapping = self.maps.find(pid, f.addr);
+                            let file = mapping
+                                .and_then(|m| self.maps.mapping(m))
+                                .is_some_and(|m| m.is_file());
+                            match mapping {
+                                _ if !file && self.jit.find(pid, f.addr).is_some() => {
+                                    Frame::Jit { pid, addr: f.addr }
+                                }
+                                Some(mapping) => Frame::User {
+                                    mapping,
+                                    addr: f.addr,
+                                },
+                                None => Frame::Unmapped { addr: f.addr },
+                            }
+                        }
                     };
                     self.frames.push(frame);
                 }
@@ -459,7 +476,11 @@ impl Pipeline {
                 self.maps
                     .mmap(pid, m.addr, m.len, m.page_offset, &path, build_id);
             }
-            Record::Comm(c) if c.by_execve => self.maps.exec(c.task.pid),
+            Record::Comm(c) if c.by_execve => {
+                self.maps.exec(c.task.pid);
+                self.jit.forget(c.task.pid);
+                self.jit.seen(c.task.pid);
+            }
             Record::Fork(f) if f.task.pid != f.parent_task.pid => {
                 if !self.maps.knows(f.parent_task.pid) {
                     self.maps.seed_from_proc(f.parent_task.pid);
@@ -472,6 +493,7 @@ impl Pipeline {
                 }
                 if e.task.pid == e.task.tid {
                     self.maps.exit(e.task.pid);
+                    self.jit.exit(e.task.pid);
                 }
             }
             Record::CtxSwitch(c) if matches!(c.info, Switch::InFrom(_)) => {
@@ -492,6 +514,19 @@ impl Pipeline {
             _ => {}
         }
     }
+}
+
+/// The function a JIT frame names, from its process's perf map.
+fn jit_lines(jit: &PerfMaps, pid: u32, addr: u64) -> Vec<crate::symbolize::Line> {
+    jit.name(pid, addr)
+        .map(|name| {
+            vec![crate::symbolize::Line {
+                function: name.to_string(),
+                file: None,
+                line: None,
+            }]
+        })
+        .unwrap_or_default()
 }
 
 /// What the counters are opened on.

@@ -256,7 +256,9 @@ impl Profile {
                 }
                 None => format!("{addr:#x}"),
             },
-            Some(Frame::Unmapped { addr } | Frame::Kernel { addr }) => format!("{addr:#x}"),
+            Some(Frame::Unmapped { addr } | Frame::Kernel { addr } | Frame::Jit { addr, .. }) => {
+                format!("{addr:#x}")
+            }
             Some(Frame::KernelHidden) => "[kernel]".into(),
             None => "[unknown]".into(),
         };

@@ -101,7 +101,10 @@ impl Symbols {
         let mut user: HashMap<crate::maps::MappingId, Vec<Frame>> = HashMap::new();
         for frame in new {
             let lines = match (self.mode, frame) {
-                (Mode::None, _) | (_, Frame::Unmapped { .. } | Frame::KernelHidden) => Vec::new(),
+                (Mode::None, _)
+                | (_, Frame::Unmapped { .. } | Frame::KernelHidden | Frame::Jit { .. }) => {
+                    Vec::new()
+                }
                 (Mode::Local, Frame::Kernel { addr }) => kernel
                     .find(addr)
                     .map(|s| {

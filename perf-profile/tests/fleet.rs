@@ -531,3 +531,47 @@ fn off_cpu_time_in_a_sleeping_function_is_attributed_within_ten_percent() {
     let total_ns: i64 = p.sample.iter().map(|s| s.value[1]).sum();
     assert_eq!(total_ns as u64, stacks.values().sum::<u64>());
 }
+
+#[test]
+fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_exited() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require!(
+        cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
+        Skip::Environment,
+        "the JIT stand-in generates x86_64 or aarch64 code"
+    );
+    let dir = scratch("jit");
+    let jit = build_c(&dir, "jit");
+    let folded = dir.join("jit.folded");
+    let out = profile(&[
+        "-F",
+        "499",
+        "-o",
+        folded.to_str().unwrap(),
+        "--",
+        jit.to_str().unwrap(),
+        "0.4",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    let stacks = folded_file(&folded);
+    let leaf = |name: &str| -> u64 {
+        stacks
+            .iter()
+            .filter(|(s, _)| s.split(';').any(|f| f == name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (first, second) = (leaf("jit_first"), leaf("jit_second"));
+    let total: u64 = stacks.values().sum();
+    println!("jit_first {first}, jit_second {second} of {total} samples");
+    // Each ran for 0.4 s of the ~0.8 s: most samples are named (jit_second only after a miss).
+    assert!(first * 4 > total && second * 4 > total, "{stacks:?}");
+    assert!(first + second > total * 3 / 4, "{stacks:?}");
+}

@@ -116,7 +116,7 @@ impl Profile {
                 Frame::KernelHidden => {
                     kernel_range.get_or_insert((0, 0));
                 }
-                Frame::Unmapped { .. } => {}
+                Frame::Unmapped { .. } | Frame::Jit { .. } => {}
             }
         }
         let kernel_mapping = kernel_range.map(|(lo, hi)| {
@@ -146,7 +146,7 @@ impl Profile {
                 Frame::User { mapping, addr } => {
                     (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
                 }
-                Frame::Unmapped { addr } => (0, addr),
+                Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
                 Frame::Kernel { addr } => (kernel_mapping.unwrap_or(0), addr),
                 Frame::KernelHidden => (kernel_mapping.unwrap_or(0), 0),
             };

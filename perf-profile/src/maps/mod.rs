@@ -13,6 +13,7 @@
 
 pub mod build_id;
 mod kernel;
+pub mod perf_map;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
