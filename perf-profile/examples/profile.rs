@@ -29,13 +29,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use perf_profile::doctor::{DoctorOptions, Status};
 use perf_profile::push::{Credentials, PushOptions, Pusher};
 use perf_profile::symbolize::Mode;
 use perf_profile::{Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] [--off-cpu] [--service NAME] [--every SECS]
+               [--symbolize local|none] [--off-cpu] [--doctor] [--service NAME] [--every SECS]
                [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
                 [--retry-max SECS]] [-o FILE ...]
 
@@ -51,6 +52,9 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   --off-cpu          where threads wait instead of where they run: the stack at each switch-out
                      (sched:sched_switch with call chains) weighted by the nanoseconds until the
                      thread runs again (pprof off_cpu/nanoseconds; folded weights in ns)
+  --doctor           check what will and will not work here (privileges, locked memory,
+                     kptr_restrict, tracefs, PMU; with -p or -- CMD also the binary's frame
+                     pointers, unwind tables, build id, symbols), say how to fix it, and exit
   --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
                      process's name)
   --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
@@ -83,6 +87,7 @@ struct Args {
     symbolize: Mode,
     service: Option<String>,
     off_cpu: bool,
+    doctor: bool,
     every: Option<Duration>,
     push: Option<String>,
     ca: Option<PathBuf>,
@@ -106,6 +111,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         symbolize: Mode::Local,
         service: None,
         off_cpu: false,
+        doctor: false,
         every: None,
         push: None,
         ca: None,
@@ -178,6 +184,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                 }
             }
             Long("off-cpu") => a.off_cpu = true,
+            Long("doctor") => a.doctor = true,
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
@@ -211,6 +218,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
     }
     let targets =
         usize::from(a.all) + usize::from(!a.pids.is_empty()) + usize::from(!a.command.is_empty());
+    if a.doctor && targets <= 1 {
+        return Ok(Some(a));
+    }
     if targets == 0 {
         return Err(Fail::Usage(
             "nothing to profile: give -a, -p PID,... or -- CMD ARGS...".into(),
@@ -275,6 +285,9 @@ fn run() -> Result<(), Fail> {
         return Ok(());
     };
     let fail = |e: Error| Fail::Error(e.to_string());
+    if a.doctor {
+        return doctor(&a);
+    }
     // Refuse an unwritable output before the capture rather than after it.
     for (path, _) in &a.outputs {
         check_writable(path)?;
@@ -423,6 +436,36 @@ fn run() -> Result<(), Fail> {
     match failed {
         Some(e) => Err(fail(e)),
         None => Ok(()),
+    }
+}
+
+/// `--doctor`: what will and will not work here, for the target given (its binary checked too).
+fn doctor(a: &Args) -> Result<(), Fail> {
+    let mut o = DoctorOptions::default();
+    o.system_wide = a.all;
+    o.binary = if let Some(&pid) = a.pids.first() {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+    } else if let Some(cmd) = a.command.first() {
+        let cmd = PathBuf::from(cmd);
+        if cmd.components().count() > 1 {
+            Some(cmd)
+        } else {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join(&cmd))
+                    .find(|p| p.is_file())
+            })
+        }
+    } else {
+        None
+    };
+    let report = perf_profile::doctor::doctor(&o);
+    print!("{report}");
+    match report.worst() {
+        Status::Fail => Err(Fail::Error(
+            "some of it will not work here: see the fixes above".into(),
+        )),
+        _ => Ok(()),
     }
 }
 

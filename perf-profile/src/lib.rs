@@ -62,6 +62,7 @@
 
 pub mod aggregate;
 pub mod collect;
+pub mod doctor;
 mod error;
 pub mod export;
 pub mod maps;

@@ -575,3 +575,101 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
     assert!(first * 4 > total && second * 4 > total, "{stacks:?}");
     assert!(first + second > total * 3 / 4, "{stacks:?}");
 }
+
+#[test]
+fn doctor_reads_frame_pointers_unwind_tables_build_ids_and_symbols_of_a_binary() {
+    use perf_profile::doctor::{doctor, DoctorOptions, Status};
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    let dir = scratch("doctor");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
+    let cc = |out: &str, flags: &[&str]| {
+        let bin = dir.join(out);
+        let o = Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "cc: {}", text(&o.stderr));
+        bin
+    };
+    let with = cc("fp", &["-O0", "-fno-omit-frame-pointer", "-Wl,--build-id"]);
+    let without = cc(
+        "nofp",
+        &["-O1", "-fomit-frame-pointer", "-Wl,--build-id=none"],
+    );
+    let check = |bin: &Path| {
+        let mut o = DoctorOptions::default();
+        o.binary = Some(bin.to_owned());
+        let r = doctor(&o);
+        print!("{r}");
+        r
+    };
+    let r = check(&with);
+    assert_eq!(r.get("frame pointers").unwrap().status, Status::Ok, "{r}");
+    assert_eq!(r.get("unwind tables").unwrap().status, Status::Ok, "{r}");
+    assert_eq!(r.get("build id").unwrap().status, Status::Ok, "{r}");
+    assert_eq!(r.get("symbols").unwrap().status, Status::Ok, "{r}");
+    // The build id is the one readelf prints, where readelf is installed.
+    if let Ok(o) = Command::new("readelf").arg("-n").arg(&with).output() {
+        let notes = text(&o.stdout);
+        if let Some(id) = notes.split("Build ID: ").nth(1) {
+            let id = id.split_whitespace().next().unwrap();
+            assert!(r.get("build id").unwrap().detail.contains(id), "{r}");
+        }
+    }
+    let r = check(&without);
+    let fp = r.get("frame pointers").unwrap();
+    assert_eq!(fp.status, Status::Warn, "{r}");
+    assert!(fp
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("-fno-omit-frame-pointer"));
+    assert_eq!(r.get("build id").unwrap().status, Status::Warn, "{r}");
+    if have("strip", "--version") {
+        let stripped = dir.join("stripped");
+        assert!(Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&without)
+            .status()
+            .unwrap()
+            .success());
+        let r = check(&stripped);
+        assert_eq!(r.get("symbols").unwrap().status, Status::Warn, "{r}");
+    }
+    // The system checks: each names what it found.
+    for name in [
+        "perf_event_paranoid",
+        "locked memory for the rings",
+        "kptr_restrict",
+        "tracefs",
+        "hardware PMU",
+    ] {
+        let c = r
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name} check: {r}"));
+        assert!(!c.detail.is_empty());
+        assert!(c.status == Status::Ok || c.fix.is_some(), "{c:?}");
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
+    assert!(r
+        .get("perf_event_paranoid")
+        .unwrap()
+        .detail
+        .starts_with(paranoid.trim()));
+    // The example's --doctor prints the same and exits 0 unless something will fail.
+    let out = profile(&["--doctor", "--", with.to_str().unwrap()]);
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains("frame pointers:") && printed.contains("build id:"),
+        "{printed}"
+    );
+    assert_eq!(
+        out.status.success(),
+        !printed.contains("[FAIL]"),
+        "{printed}"
+    );
+}
