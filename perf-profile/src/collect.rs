@@ -86,7 +86,7 @@ pub struct Options {
     /// The service name profiles carry ([`Info::service`]); `None`: the process's name.
     pub service: Option<String>,
     /// Off-CPU instead of CPU: the stack at each switch-out weighted by the time until the thread
-    /// runs again ([`offcpu`](crate::offcpu)); `frequency` is then unused.
+    /// runs again (the [`crate::offcpu`] module); `frequency` is then unused.
     pub off_cpu: bool,
 }
 

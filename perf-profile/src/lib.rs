@@ -7,7 +7,12 @@
 //! [`maps`] (address spaces from `/proc/PID/maps`, then from the records; kernel symbols) →
 //! [`unwind`] (the kernel's frame-pointer call chains) → [`symbolize`] (blazesym, one lookup per
 //! unique frame) → [`aggregate`] (a stack table: a prefix tree of frames) → [`export`] (pprof,
-//! folded stacks, flame graph SVG).
+//! folded stacks, flame graph SVG, OTLP).
+//!
+//! For fleets: [`Profiler::cut`] for continuous profiling, `push` (feature `push`) to send each
+//! cut to an OTLP/HTTP or Pyroscope endpoint without losing any silently, [`offcpu`] for where
+//! threads wait, JIT frames named from `/tmp/perf-PID.map` ([`maps::perf_map`]), and [`doctor`]
+//! for what will and will not work on this machine.
 //!
 //! # Quickstart
 //!
@@ -55,7 +60,7 @@
 //!   addresses, mappings and build ids for a backend that symbolizes.
 //! - `flamegraph`: flame graph SVGs with inferno (CDDL-1.0 licensed, so off by default).
 //! - `otlp` (default): OTLP profiles ([`export::otlp`]; the signal is alpha upstream).
-//! - `push`: [`push`] profiles to OTLP/HTTP or Pyroscope endpoints from a sender thread, with
+//! - `push`: push profiles (module `push`) to OTLP/HTTP or Pyroscope endpoints from a sender thread, with
 //!   retries and a bounded queue (ureq, rustls).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

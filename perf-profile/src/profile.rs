@@ -29,7 +29,7 @@ pub struct Stats {
     pub empty: u64,
     /// Records merged out of time order (see perf-event's `MergedIter::late`).
     pub late: u64,
-    /// Profiles a [`Pusher`](crate::push) dropped before this one got through: its queue was full
+    /// Profiles a pusher (module `push`, feature `push`) dropped before this one got through: its queue was full
     /// past its bound, or the endpoint refused them for good. Reported in the next profile sent.
     pub dropped_profiles: u64,
     /// The samples in those dropped profiles.

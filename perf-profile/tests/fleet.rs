@@ -694,3 +694,112 @@ fn doctor_reads_frame_pointers_unwind_tables_build_ids_and_symbols_of_a_binary()
         "{printed}"
     );
 }
+
+/// `/proc/PID/status` VmRSS in KiB and utime + stime in clock ticks of `/proc/PID/stat`.
+fn rss_and_ticks(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name.
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((rss, ticks))
+}
+
+/// The soak: the whole system at 99 Hz, a profile pushed every 10 s, for
+/// `PERF_PROFILE_SOAK_SECS` seconds (default 600; `.ci/run` runs 60 on a release build). After the
+/// warm-up (the first minute, or half of a shorter run) RSS must not grow (5% + 1 MiB slack), and
+/// on a release build the profiler's CPU must stay within 1% of one CPU. `--symbolize none` by
+/// default, as fleet agents run (the backend symbolizes); `PERF_PROFILE_SOAK_SYMBOLIZE=local`
+/// measures local symbolization instead.
+#[test]
+#[ignore = "a soak of 10 minutes; .ci/run runs it for 60 s"]
+fn soak_system_wide_with_pushes_rss_flat_and_cpu_within_one_percent() {
+    require!(
+        tests::is_root() || tests::paranoid() <= 0,
+        Skip::Privilege,
+        "system-wide sampling needs root or perf_event_paranoid <= 0 (it is {})",
+        tests::paranoid()
+    );
+    let secs: u64 = std::env::var("PERF_PROFILE_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    let symbolize = std::env::var("PERF_PROFILE_SOAK_SYMBOLIZE").unwrap_or("none".into());
+    let warm = (secs / 2).min(60);
+    let tck: u64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| text(&o.stdout).trim().parse().ok())
+        .unwrap_or(100);
+    let rx = Receiver::start(|_| 200);
+    let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
+    let bin = tests::package_example_binary("perf-profile", "profile");
+    let release = bin.to_string_lossy().contains("/release/");
+    let mut child = Command::new(&bin)
+        .args(["-a", "-F", "99", "--every", "10", "--symbolize", &symbolize])
+        .args(["--push", &url, "-d", &secs.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = std::time::Instant::now();
+    let mut points: Vec<(f64, u64, u64)> = Vec::new();
+    while let Some((rss, ticks)) = rss_and_ticks(pid) {
+        points.push((start.elapsed().as_secs_f64(), rss, ticks));
+        if start.elapsed().as_secs() > secs + 30 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    // The last reading before the end of sampling (the final flush is not steady state).
+    let steady: Vec<_> = points
+        .iter()
+        .filter(|p| p.0 >= warm as f64 && p.0 <= secs as f64 - 1.0)
+        .copied()
+        .collect();
+    assert!(steady.len() >= 2, "too few readings: {points:?}");
+    let (t0, rss0, ticks0) = steady[0];
+    let (t1, _, ticks1) = steady[steady.len() - 1];
+    let rss_max = steady.iter().map(|p| p.1).max().unwrap();
+    let cpu = (ticks1 - ticks0) as f64 / tck as f64 / (t1 - t0) * 100.0;
+    let (tl, _, ticks_last) = *points.last().unwrap();
+    let cpu_all = ticks_last as f64 / tck as f64 / tl * 100.0;
+    let pushes = rx.got.lock().unwrap().len();
+    let push = err
+        .lines()
+        .find(|l| l.starts_with("profile: push: sent"))
+        .unwrap_or_default();
+    println!(
+        "soak {secs} s ({}, --symbolize {symbolize}): RSS {rss0} KiB at {t0:.0} s, at most {rss_max} KiB after; \
+         CPU {cpu:.2}% of one CPU from {t0:.0} to {t1:.0} s ({cpu_all:.2}% over the whole run, start-up \
+         included); {pushes} pushes accepted; {push}",
+        if release { "release" } else { "debug" }
+    );
+    assert!(pushes as u64 >= secs / 10, "{pushes} pushes:\n{err}");
+    assert!(push.contains("dropped 0 profiles"), "{push}");
+    assert!(
+        rss_max <= rss0 + rss0 / 20 + 1024,
+        "RSS grew after the warm-up: {rss0} -> {rss_max} KiB: {points:?}"
+    );
+    if release {
+        assert!(cpu <= 1.0, "CPU {cpu:.2}% of one CPU");
+    } else {
+        println!("(a debug build: the 1% CPU budget is checked on release builds)");
+    }
+}

@@ -25,7 +25,7 @@ pub enum Format {
     /// A flame graph SVG drawn by inferno (`.svg`; feature `flamegraph`).
     Svg,
     /// An OTLP `ExportProfilesServiceRequest` in protobuf (`.otlp`; feature `otlp`; alpha: see
-    /// [`otlp`](crate::export::otlp)).
+    /// [`export::otlp`](crate::export::otlp)).
     Otlp,
 }
 
