@@ -803,3 +803,63 @@ fn soak_system_wide_with_pushes_rss_flat_and_cpu_within_one_percent() {
         println!("(a debug build: the 1% CPU budget is checked on release builds)");
     }
 }
+
+#[test]
+fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
+    require!(
+        may_sample_commands(),
+        Skip::Privilege,
+        "needs root or perf_event_paranoid <= 1 (it is {})",
+        tests::paranoid()
+    );
+    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    let dir = scratch("slow");
+    let calls = build_c(&dir, "calls");
+    // Each answer takes 0.8 s: far longer than an interval.
+    let rx = Receiver::start(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        200
+    });
+    let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
+    let started = std::time::Instant::now();
+    let out = profile(&[
+        "-F",
+        "499",
+        "--every",
+        "0.2",
+        "--push",
+        &url,
+        "-o",
+        dir.join("cut-{n}.folded").to_str().unwrap(),
+        "--",
+        calls.to_str().unwrap(),
+        "1.2",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    // The intervals were cut on time while pushes waited: one file per 0.2 s of the capture.
+    let capture = err
+        .lines()
+        .find(|l| l.contains("samples in total in"))
+        .unwrap();
+    let intervals = number_after(capture, "samples in total in ");
+    let files = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cut-"))
+        .count() as u64;
+    assert_eq!(files, intervals);
+    assert!(intervals >= 5, "{intervals} intervals:\n{err}");
+    let total = number_after(capture, "profile: ");
+    let push = err
+        .lines()
+        .find(|l| l.starts_with("profile: push: sent"))
+        .unwrap();
+    println!(
+        "{push}; {intervals} intervals, {total} samples, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    // Fewer requests than intervals (pending ones merged or sent one at a time), every sample once.
+    assert_eq!(number_after(push, "requests with "), total, "{push}");
+    assert!(err.contains("lost 0 records and 0 samples"), "{err}");
+}
