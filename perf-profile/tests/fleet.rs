@@ -51,9 +51,15 @@ fn build_c(dir: &Path, name: &str) -> PathBuf {
     bin
 }
 
+/// The `profile` example, built once per test binary.
+fn example() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| tests::package_example_binary("perf-profile", "profile"))
+        .clone()
+}
+
 fn profile(args: &[&str]) -> Output {
-    let bin = tests::package_example_binary("perf-profile", "profile");
-    Command::new(bin)
+    Command::new(example())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -232,6 +238,14 @@ struct Receiver {
 
 impl Receiver {
     fn start(respond: impl Fn(usize) -> u16 + Send + 'static) -> Self {
+        Self::start_for(std::time::Duration::from_secs(120), respond)
+    }
+
+    /// As [`start`](Self::start), serving for at most `lifetime`.
+    fn start_for(
+        lifetime: std::time::Duration,
+        respond: impl Fn(usize) -> u16 + Send + 'static,
+    ) -> Self {
         use std::io::{Read, Write};
         use std::sync::atomic::Ordering;
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -241,7 +255,7 @@ impl Receiver {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (g, st) = (got.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            let deadline = std::time::Instant::now() + lifetime;
             let mut n = 0;
             while !st.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
                 let Ok((mut s, _)) = l.accept() else {
@@ -739,9 +753,9 @@ fn soak_system_wide_with_pushes_rss_flat_and_cpu_within_one_percent() {
         .ok()
         .and_then(|o| text(&o.stdout).trim().parse().ok())
         .unwrap_or(100);
-    let rx = Receiver::start(|_| 200);
+    let rx = Receiver::start_for(std::time::Duration::from_secs(secs + 120), |_| 200);
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
-    let bin = tests::package_example_binary("perf-profile", "profile");
+    let bin = example();
     let release = bin.to_string_lossy().contains("/release/");
     let mut child = Command::new(&bin)
         .args(["-a", "-F", "99", "--every", "10", "--symbolize", &symbolize])
