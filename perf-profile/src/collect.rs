@@ -310,8 +310,9 @@ impl Profiler {
 
     /// The profile since the last cut (or the start), and a fresh aggregation from now on, for
     /// continuous profiling: every sample read is in exactly one cut, its counts (and lost or
-    /// throttled records) too. Symbols resolved stay cached across cuts. Records still in the rings
-    /// are not in it: [`poll`](Self::poll) first.
+    /// throttled records) too. Mappings no process has any more are dropped; symbols resolved in
+    /// the mappings that remain stay cached across cuts. Records still in the rings are not in
+    /// it: [`poll`](Self::poll) first.
     pub fn cut(&mut self) -> Profile {
         let profile = self.pipe.snapshot();
         self.pipe.stacks = Stacks::new();
@@ -320,6 +321,17 @@ impl Profiler {
             w.retain_alive();
         }
         self.pipe.jit.forget_exited();
+        // A long capture keeps only what is mapped now, and the names of the frames in it.
+        let remap = self.pipe.maps.compact();
+        self.pipe.symbols.remap(|f| match *f {
+            Frame::User { mapping, addr } => remap
+                .get(mapping.0 as usize)
+                .copied()
+                .flatten()
+                .map(|mapping| Frame::User { mapping, addr }),
+            Frame::Kernel { .. } | Frame::KernelHidden => Some(*f),
+            Frame::Unmapped { .. } | Frame::Jit { .. } => None,
+        });
         profile
     }
 

@@ -83,6 +83,15 @@ impl Symbols {
         &self.changed
     }
 
+    /// Keeps the resolved frames that `f` maps to a frame (renumbered, e.g. after
+    /// [`AddressSpaces::compact`]) and forgets the others.
+    pub fn remap(&mut self, f: impl Fn(&Frame) -> Option<Frame>) {
+        self.resolved = std::mem::take(&mut self.resolved)
+            .into_iter()
+            .filter_map(|(frame, lines)| Some((f(&frame)?, lines)))
+            .collect();
+    }
+
     /// The functions of `frame`, innermost first; empty when unresolved or not yet resolved.
     pub fn lines(&self, frame: &Frame) -> &[Line] {
         self.resolved.get(frame).map_or(&[], Vec::as_slice)
