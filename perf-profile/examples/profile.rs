@@ -3,10 +3,19 @@
 //!
 //! ```text
 //! cargo run --release -p perf-profile --example profile -- [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
-//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] -o FILE [-o FILE ...]
+//!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|none] [--service NAME]
+//!     [--every SECS] [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]]
+//!     [-o FILE ...]
 //! ```
 //!
-//! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`.
+//! Continuous mode (`--every SECS`) cuts the profile at each interval and hands each cut to the
+//! outputs (`{n}` in a file name is the interval's number; without it the file holds the latest)
+//! and to `--push`. Push credentials come from the environment (`PERF_PROFILE_PUSH_TOKEN`,
+//! `PERF_PROFILE_PUSH_USER` + `PERF_PROFILE_PUSH_PASSWORD`, `PERF_PROFILE_PUSH_HEADERS`) or
+//! `--credentials FILE`, never from the command line.
+//!
+//! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`,
+//! `.otlp` (OTLP profiles, alpha).
 //! Ctrl-C, `-d` or the command's end stops the capture; every output is then written (to a
 //! temporary file, renamed when complete). Exit status: 0 when the outputs were written, 1 when
 //! the capture or a write failed, 2 for a bad command line.
@@ -21,12 +30,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perf_profile::collect::DEFAULT_STACK_SIZE;
+use perf_profile::doctor::{DoctorOptions, Status};
+use perf_profile::push::{Credentials, PushOptions, Pusher};
 use perf_profile::symbolize::Mode;
-use perf_profile::{CallGraph, Error, Format, Options, Profiler, Target};
+use perf_profile::{CallGraph, Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] -o FILE [-o FILE ...]
+               [--symbolize local|none] [--off-cpu] [--doctor] [--service NAME] [--every SECS]
+               [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
+                [--retry-max SECS]] [-o FILE ...]
 
   -F HZ              samples per second per CPU (default 99)
   -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
@@ -37,8 +50,29 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
   --symbolize MODE   local: names and lines from the binaries (default);
                      none: addresses, mappings and build ids, for a backend that symbolizes
+  --off-cpu          where threads wait instead of where they run: the stack at each switch-out
+                     (sched:sched_switch with call chains) weighted by the nanoseconds until the
+                     thread runs again (pprof off_cpu/nanoseconds; folded weights in ns)
+  --doctor           check what will and will not work here (privileges, locked memory,
+                     kptr_restrict, tracefs, PMU; with -p or -- CMD also the binary's frame
+                     pointers, unwind tables, build id, symbols), say how to fix it, and exit
+  --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
+                     process's name)
+  --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
+                     outputs ({n} in a file name: the interval's number) and to --push
+  --push URL         send each profile: OTLP/HTTP when the path ends in /v1development/profiles,
+                     Pyroscope when it ends in /ingest. Credentials from PERF_PROFILE_PUSH_TOKEN,
+                     PERF_PROFILE_PUSH_USER + PERF_PROFILE_PUSH_PASSWORD, PERF_PROFILE_PUSH_HEADERS
+                     (Name=value,...), or --credentials FILE
+  --ca FILE          trust the CA certificates of this PEM file (default: the system's)
+  --credentials FILE token = ..., user = ..., password = ..., header = Name: value lines
+  --queue-bytes N    the most bytes of profiles kept pending while the endpoint fails (default
+                     8388608); older ones merge, then the oldest are dropped (counted, reported)
+  --label K=V        a Pyroscope label (repeatable)
+  --retry-max SECS   the longest delay between retries (default 30)
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
-                     .folded (folded stacks), .svg (flame graph). May be given several times.";
+                     .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
+                     May be given several times.";
 
 enum Fail {
     Usage(String),
@@ -53,6 +87,16 @@ struct Args {
     duration: Option<Duration>,
     call_graph: CallGraph,
     symbolize: Mode,
+    service: Option<String>,
+    off_cpu: bool,
+    doctor: bool,
+    every: Option<Duration>,
+    push: Option<String>,
+    ca: Option<PathBuf>,
+    credentials: Option<PathBuf>,
+    queue_bytes: Option<usize>,
+    labels: Vec<(String, String)>,
+    retry_max: Option<Duration>,
     outputs: Vec<(PathBuf, Format)>,
 }
 
@@ -68,6 +112,16 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         duration: None,
         call_graph: CallGraph::FramePointer,
         symbolize: Mode::Local,
+        service: None,
+        off_cpu: false,
+        doctor: false,
+        every: None,
+        push: None,
+        ca: None,
+        credentials: None,
+        queue_bytes: None,
+        labels: Vec::new(),
+        retry_max: None,
         outputs: Vec::new(),
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -113,6 +167,46 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     _ => return Err(Fail::Usage(format!("--symbolize {v}: use local or none"))),
                 };
             }
+            Long("every") | Long("retry-max") => {
+                let which = if let Long(w) = arg {
+                    w.to_owned()
+                } else {
+                    String::new()
+                };
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| Fail::Usage(format!("--{which} {v}: give seconds, e.g. 10")))?;
+                let d = Some(Duration::from_secs_f64(secs));
+                if which == "every" {
+                    a.every = d;
+                } else {
+                    a.retry_max = d;
+                }
+            }
+            Long("off-cpu") => a.off_cpu = true,
+            Long("doctor") => a.doctor = true,
+            Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
+            Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
+            Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
+            Long("queue-bytes") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                a.queue_bytes = Some(v.parse().map_err(|_| {
+                    Fail::Usage(format!("--queue-bytes {v}: give bytes, e.g. 8388608"))
+                })?);
+            }
+            Long("label") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                let (k, val) = v
+                    .split_once('=')
+                    .ok_or_else(|| Fail::Usage(format!("--label {v}: give KEY=VALUE")))?;
+                a.labels.push((k.to_owned(), val.to_owned()));
+            }
+            Long("service") => {
+                a.service = Some(p.value().map_err(usage)?.string().map_err(usage)?);
+            }
             Short('o') => {
                 let path = PathBuf::from(p.value().map_err(usage)?);
                 let format = Format::from_path(&path).map_err(|e| Fail::Usage(e.to_string()))?;
@@ -127,6 +221,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
     }
     let targets =
         usize::from(a.all) + usize::from(!a.pids.is_empty()) + usize::from(!a.command.is_empty());
+    if a.doctor && targets <= 1 {
+        return Ok(Some(a));
+    }
     if targets == 0 {
         return Err(Fail::Usage(
             "nothing to profile: give -a, -p PID,... or -- CMD ARGS...".into(),
@@ -137,9 +234,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             "give only one of -a, -p PID,... and -- CMD ARGS...".into(),
         ));
     }
-    if a.outputs.is_empty() {
+    if a.outputs.is_empty() && a.push.is_none() {
         return Err(Fail::Usage(
-            "no output: give -o FILE (.pb.gz, .pprof, .folded or .svg)".into(),
+            "no output: give -o FILE (.pb.gz, .pprof, .folded, .svg or .otlp) or --push URL".into(),
         ));
     }
     Ok(Some(a))
@@ -188,10 +285,17 @@ fn run() -> Result<(), Fail> {
         return Ok(());
     };
     let fail = |e: Error| Fail::Error(e.to_string());
+    if a.doctor {
+        return doctor(&a);
+    }
     // Refuse an unwritable output before the capture rather than after it.
     for (path, _) in &a.outputs {
         check_writable(path)?;
     }
+    let pusher = match &a.push {
+        Some(url) => Some(start_pusher(url, &a)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
         .map_err(|e| Fail::Error(format!("cannot install the SIGINT handler: {e}")))?;
@@ -209,11 +313,20 @@ fn run() -> Result<(), Fail> {
     opts.frequency = a.frequency;
     opts.symbolize = a.symbolize;
     opts.call_graph = a.call_graph;
+    opts.service = a.service.clone();
+    opts.off_cpu = a.off_cpu;
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
-    eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+    if a.off_cpu {
+        eprintln!("profile: sampling {event} ({why})");
+    } else {
+        eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+    }
 
     let started = Instant::now();
+    let mut next_cut = a.every.map(|e| started + e);
+    let mut interval = 0u64;
+    let mut failed = None;
     let tty = std::io::stderr().is_terminal();
     let mut last_progress = started;
     let mut progressed = false;
@@ -222,6 +335,14 @@ fn run() -> Result<(), Fail> {
         p.poll(Duration::from_millis(100)).map_err(fail)?;
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let (Some(at), Some(every)) = (next_cut, a.every) {
+            if Instant::now() >= at {
+                let cut = p.cut();
+                deliver(&cut, interval, &a, pusher.as_ref(), &mut failed);
+                interval += 1;
+                next_cut = Some(at + every);
+            }
         }
         if a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
@@ -264,6 +385,8 @@ fn run() -> Result<(), Fail> {
     if progressed {
         eprintln!();
     }
+    p.stop().map_err(fail)?;
+    let total = p.stats().samples;
     let profile = p.finish().map_err(fail)?;
     let s = &profile.info.stats;
     eprintln!(
@@ -278,14 +401,33 @@ fn run() -> Result<(), Fail> {
     for note in &profile.info.notes {
         eprintln!("profile: note: {note}");
     }
-    let mut failed = None;
-    for (path, _) in &a.outputs {
-        match profile.write_to_file(path) {
-            Ok(()) => eprintln!("profile: wrote {}", path.display()),
-            Err(e) => {
-                eprintln!("profile: {e}");
-                failed = Some(e);
-            }
+    deliver(&profile, interval, &a, pusher.as_ref(), &mut failed);
+    if a.every.is_some() {
+        eprintln!(
+            "profile: {total} samples in total in {} intervals",
+            interval + 1
+        );
+    }
+    if let Some(pusher) = pusher {
+        let st = pusher.finish(Duration::from_secs(10));
+        eprintln!(
+            "profile: push: sent {} requests with {} samples; {} failed attempts retried; {} rejected; \
+             {} merges; dropped {} profiles with {} samples",
+            st.sent,
+            st.sent_samples,
+            st.failed_attempts,
+            st.rejected,
+            st.merges,
+            st.dropped_profiles,
+            st.dropped_samples
+        );
+        if st.dropped_profiles > 0 && failed.is_none() {
+            failed = Some(Error::InvalidOption(format!(
+                "{} profiles ({} samples) were not delivered{}",
+                st.dropped_profiles,
+                st.dropped_samples,
+                st.last_error.map(|e| format!(": {e}")).unwrap_or_default()
+            )));
         }
     }
     if let Some(st) = status.filter(|s| !s.success()) {
@@ -295,6 +437,81 @@ fn run() -> Result<(), Fail> {
     match failed {
         Some(e) => Err(fail(e)),
         None => Ok(()),
+    }
+}
+
+/// `--doctor`: what will and will not work here, for the target given (its binary checked too).
+fn doctor(a: &Args) -> Result<(), Fail> {
+    let mut o = DoctorOptions::default();
+    o.system_wide = a.all;
+    o.binary = if let Some(&pid) = a.pids.first() {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+    } else if let Some(cmd) = a.command.first() {
+        let cmd = PathBuf::from(cmd);
+        if cmd.components().count() > 1 {
+            Some(cmd)
+        } else {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join(&cmd))
+                    .find(|p| p.is_file())
+            })
+        }
+    } else {
+        None
+    };
+    let report = perf_profile::doctor::doctor(&o);
+    print!("{report}");
+    match report.worst() {
+        Status::Fail => Err(Fail::Error(
+            "some of it will not work here: see the fixes above".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The pusher of `--push URL`, its credentials from `--credentials FILE` or the environment.
+fn start_pusher(url: &str, a: &Args) -> Result<Pusher, Fail> {
+    let fail = |e: Error| Fail::Error(e.to_string());
+    let mut o = PushOptions::new(url);
+    o.credentials = match &a.credentials {
+        Some(f) => Credentials::from_file(f),
+        None => Credentials::from_env(),
+    }
+    .map_err(fail)?;
+    o.ca_file = a.ca.clone();
+    o.labels = a.labels.clone();
+    if let Some(q) = a.queue_bytes {
+        o.queue_bytes = q;
+    }
+    if let Some(m) = a.retry_max {
+        o.backoff.1 = m;
+        o.backoff.0 = o.backoff.0.min(m);
+    }
+    o.log = Arc::new(|line| eprintln!("profile: push: {line}"));
+    Pusher::start(o).map_err(fail)
+}
+
+/// Writes `profile` to the outputs (`{n}` replaced by `interval`) and hands it to the pusher.
+fn deliver(
+    profile: &Profile,
+    interval: u64,
+    a: &Args,
+    pusher: Option<&Pusher>,
+    failed: &mut Option<Error>,
+) {
+    for (path, _) in &a.outputs {
+        let path = PathBuf::from(path.to_string_lossy().replace("{n}", &interval.to_string()));
+        match profile.write_to_file(&path) {
+            Ok(()) => eprintln!("profile: wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("profile: {e}");
+                *failed = Some(e);
+            }
+        }
+    }
+    if let Some(p) = pusher {
+        p.push(profile.clone());
     }
 }
 

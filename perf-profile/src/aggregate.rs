@@ -28,6 +28,14 @@ pub enum Frame {
     },
     /// The kernel's part of a stack when its addresses cannot be named (`kptr_restrict`).
     KernelHidden,
+    /// Code a JIT generated, named by the process's `/tmp/perf-PID.map`
+    /// ([`maps::perf_map`](crate::maps::perf_map)).
+    Jit {
+        /// The process.
+        pid: u32,
+        /// The address.
+        addr: u64,
+    },
 }
 
 /// Index of a frame in [`Stacks::frames`].
@@ -93,6 +101,16 @@ impl Stacks {
         root_first: impl IntoIterator<Item = Frame>,
         period: u64,
     ) -> Option<StackId> {
+        self.add_counts(root_first, Counts { samples: 1, period })
+    }
+
+    /// Adds `counts` (samples and their summed period, as another table had them) to the stack whose
+    /// frames, root first, are `root_first`. Returns its stack, or `None` for an empty stack.
+    pub fn add_counts(
+        &mut self,
+        root_first: impl IntoIterator<Item = Frame>,
+        add: Counts,
+    ) -> Option<StackId> {
         let mut parent = None;
         for frame in root_first {
             let frame = self.intern(frame);
@@ -113,10 +131,10 @@ impl Stacks {
         }
         let id = parent?;
         let counts = &mut self.nodes[id.0 as usize].counts;
-        counts.samples += 1;
-        counts.period = counts.period.saturating_add(period);
-        self.total.samples += 1;
-        self.total.period = self.total.period.saturating_add(period);
+        counts.samples += add.samples;
+        counts.period = counts.period.saturating_add(add.period);
+        self.total.samples += add.samples;
+        self.total.period = self.total.period.saturating_add(add.period);
         Some(id)
     }
 

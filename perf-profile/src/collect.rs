@@ -30,14 +30,17 @@ use perf_event::config::{RegsMask, Size};
 use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
 use perf_event::event::sw::Software;
+use perf_event::event::tp::Tracepoint;
 use perf_event::event::Event;
-use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record};
+use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record, Switch};
 use perf_event::sample::{MergedIter, Sampler};
 
 use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
+use crate::maps::perf_map::PerfMaps;
 use crate::maps::{AddressSpaces, KernelSymbols};
-use crate::profile::{Info, Profile, Stats};
+use crate::offcpu::{self, Waits};
+use crate::profile::{Info, ProcessInfo, Profile, Stats};
 use crate::symbolize::{Mode, Symbols};
 use crate::unwind::{self, Context, RawFrame};
 
@@ -106,6 +109,11 @@ pub struct Options {
     /// Sample the kernel too (default). Where that is not permitted the capture falls back to user
     /// space and says so in the profile's notes.
     pub kernel: bool,
+    /// The service name profiles carry ([`Info::service`]); `None`: the process's name.
+    pub service: Option<String>,
+    /// Off-CPU instead of CPU: the stack at each switch-out weighted by the time until the thread
+    /// runs again (the [`crate::offcpu`] module); `frequency` is then unused.
+    pub off_cpu: bool,
 }
 
 impl Default for Options {
@@ -116,6 +124,8 @@ impl Default for Options {
             symbolize: Mode::Local,
             ring_pages_exp: 6,
             kernel: true,
+            service: None,
+            off_cpu: false,
         }
     }
 }
@@ -172,6 +182,12 @@ struct Pipeline {
     /// With [`CallGraph::Dwarf`]: the user-stack unwinder.
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     dwarf: Option<unwind::dwarf::DwarfUnwinder>,
+    /// The last cut: when, and the counts then.
+    cut: Option<(Instant, Stats)>,
+    /// Off-CPU: the threads switched out, `None` for a CPU profile.
+    waits: Option<Waits>,
+    /// JIT symbols (`/tmp/perf-PID.map`).
+    jit: PerfMaps,
 }
 
 impl Profiler {
@@ -226,12 +242,21 @@ impl Profiler {
             child: None,
             stopped: false,
         };
+        let mut process = match &target {
+            Target::Pids(pids) => pids.first().and_then(|&p| ProcessInfo::of_pid(p)),
+            Target::ThisProcess => ProcessInfo::of_pid(std::process::id()),
+            Target::Command(_) | Target::System => None,
+        };
         match target {
             Target::Command(mut cmd) => {
                 let child = cmd.spawn().map_err(|e| Error::Spawn {
                     command: cmd.get_program().to_string_lossy().into_owned(),
                     source: e,
                 })?;
+                process = Some(ProcessInfo::new(
+                    child.id(),
+                    &cmd.get_program().to_string_lossy(),
+                ));
                 source.child = Some(child);
             }
             _ => {
@@ -257,6 +282,8 @@ impl Profiler {
                     stats: Stats::default(),
                     notes,
                     symbolize: opts.symbolize,
+                    process,
+                    service: opts.service.clone(),
                 },
                 started: Instant::now(),
                 raw: Vec::new(),
@@ -264,6 +291,9 @@ impl Profiler {
                 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
                 dwarf: matches!(opts.call_graph, CallGraph::Dwarf { .. })
                     .then(unwind::dwarf::DwarfUnwinder::new),
+                cut: None,
+                waits: opts.off_cpu.then(Waits::new),
+                jit: PerfMaps::new(),
             },
         })
     }
@@ -304,10 +334,38 @@ impl Profiler {
         (&self.pipe.info.event, &self.pipe.info.event_reason)
     }
 
-    /// The profile so far, symbolized (frames not seen before are resolved now, once), without
-    /// stopping the capture. Records still in the rings are not in it: [`poll`](Self::poll) first.
+    /// The profile so far (since the last [`cut`](Self::cut), if any), symbolized (frames not seen
+    /// before are resolved now, once), without stopping the capture. Records still in the rings
+    /// are not in it: [`poll`](Self::poll) first.
     pub fn profile(&mut self) -> Profile {
         self.pipe.snapshot()
+    }
+
+    /// The profile since the last cut (or the start), and a fresh aggregation from now on, for
+    /// continuous profiling: every sample read is in exactly one cut, its counts (and lost or
+    /// throttled records) too. Mappings no process has any more are dropped; symbols resolved in
+    /// the mappings that remain stay cached across cuts. Records still in the rings are not in
+    /// it: [`poll`](Self::poll) first.
+    pub fn cut(&mut self) -> Profile {
+        let profile = self.pipe.snapshot();
+        self.pipe.stacks = Stacks::new();
+        self.pipe.cut = Some((Instant::now(), self.pipe.stats.clone()));
+        if let Some(w) = self.pipe.waits.as_mut() {
+            w.retain_alive();
+        }
+        self.pipe.jit.forget_exited();
+        // A long capture keeps only what is mapped now, and the names of the frames in it.
+        let remap = self.pipe.maps.compact();
+        self.pipe.symbols.remap(|f| match *f {
+            Frame::User { mapping, addr } => remap
+                .get(mapping.0 as usize)
+                .copied()
+                .flatten()
+                .map(|mapping| Frame::User { mapping, addr }),
+            Frame::Kernel { .. } | Frame::KernelHidden => Some(*f),
+            Frame::Unmapped { .. } | Frame::Jit { .. } => None,
+        });
+        profile
     }
 
     /// Stops sampling and reads what is left in the rings. Idempotent.
@@ -354,11 +412,20 @@ impl Pipeline {
             .stacks
             .frames()
             .iter()
-            .map(|f| self.symbols.shared_lines(f))
+            .map(|f| match *f {
+                Frame::Jit { pid, addr } => jit_lines(&self.jit, pid, addr).into(),
+                _ => self.symbols.shared_lines(f),
+            })
             .collect();
         let mut info = self.info.clone();
         info.duration = self.started.elapsed();
         info.stats = self.stats.clone();
+        if let Some((at, base)) = &self.cut {
+            let since_start = at.duration_since(self.started);
+            info.start += since_start;
+            info.duration = info.duration.saturating_sub(since_start);
+            info.stats = self.stats.since(base);
+        }
         for f in self.symbols.changed_files() {
             info.notes.push(format!(
                 "{f} was rebuilt since it was mapped (its build id differs): its frames are not named"
@@ -453,15 +520,30 @@ impl Pipeline {
                             Frame::KernelHidden
                         }
                         Context::Kernel => Frame::Kernel { addr: f.addr },
-                        Context::User => match self.maps.find(pid, f.addr) {
-                            Some(mapping) => Frame::User {
-                                mapping,
-                                addr: f.addr,
-                            },
-                            None => Frame::Unmapped { addr: f.addr },
-                        },
+                        Context::User => {
+                            let mapping = self.maps.find(pid, f.addr);
+                            let file = mapping
+                                .and_then(|m| self.maps.mapping(m))
+                                .is_some_and(|m| m.is_file());
+                            match mapping {
+                                _ if !file && self.jit.find(pid, f.addr).is_some() => {
+                                    Frame::Jit { pid, addr: f.addr }
+                                }
+                                Some(mapping) => Frame::User {
+                                    mapping,
+                                    addr: f.addr,
+                                },
+                                None => Frame::Unmapped { addr: f.addr },
+                            }
+                        }
                     };
                     self.frames.push(frame);
+                }
+                if let Some(w) = self.waits.as_mut() {
+                    if let (Some(t), Some(time)) = (s.record_id.task, s.record_id.time) {
+                        w.switched_out(t.tid, time, &self.frames);
+                    }
+                    return;
                 }
                 self.stacks
                     .add(self.frames.iter().rev().copied(), s.period.unwrap_or(1));
@@ -483,18 +565,40 @@ impl Pipeline {
                 self.maps
                     .mmap(pid, m.addr, m.len, m.page_offset, &path, build_id);
             }
-            Record::Comm(c) if c.by_execve => self.maps.exec(c.task.pid),
+            Record::Comm(c) if c.by_execve => {
+                self.maps.exec(c.task.pid);
+                self.jit.forget(c.task.pid);
+                self.jit.seen(c.task.pid);
+            }
             Record::Fork(f) if f.task.pid != f.parent_task.pid => {
                 if !self.maps.knows(f.parent_task.pid) {
                     self.maps.seed_from_proc(f.parent_task.pid);
                 }
                 self.maps.fork(f.parent_task.pid, f.task.pid);
             }
-            Record::Exit(e) if e.task.pid == e.task.tid => {
-                self.maps.exit(e.task.pid);
-                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-                if let Some(d) = self.dwarf.as_mut() {
-                    d.exit(e.task.pid);
+            Record::Exit(e) => {
+                if let Some(w) = self.waits.as_mut() {
+                    w.exited(e.task.tid);
+                }
+                if e.task.pid == e.task.tid {
+                    self.maps.exit(e.task.pid);
+                    self.jit.exit(e.task.pid);
+                    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                    if let Some(d) = self.dwarf.as_mut() {
+                        d.exit(e.task.pid);
+                    }
+                }
+            }
+            Record::CtxSwitch(c) if matches!(c.info, Switch::InFrom(_)) => {
+                let (Some(w), Some(id)) = (self.waits.as_mut(), c.record_id) else {
+                    return;
+                };
+                let (Some(t), Some(time)) = (id.task, id.time) else {
+                    return;
+                };
+                if let Some((frames, ns)) = w.switched_in(t.tid, time) {
+                    self.stacks.add(frames.into_iter().rev(), ns);
+                    self.stats.samples += 1;
                 }
             }
             Record::LostRecords(l) => self.stats.lost_records += l.lost_records,
@@ -503,6 +607,19 @@ impl Pipeline {
             _ => {}
         }
     }
+}
+
+/// The function a JIT frame names, from its process's perf map.
+fn jit_lines(jit: &PerfMaps, pid: u32, addr: u64) -> Vec<crate::symbolize::Line> {
+    jit.name(pid, addr)
+        .map(|name| {
+            vec![crate::symbolize::Line {
+                function: name.to_string(),
+                file: None,
+                line: None,
+            }]
+        })
+        .unwrap_or_default()
 }
 
 /// What the counters are opened on.
@@ -556,6 +673,12 @@ fn open(
 ) -> Result<Opened> {
     let mut event: (&'static str, Event) = ("cycles", Hardware::CpuCycle.into());
     let mut event_reason = "a hardware PMU counts cycles here".to_owned();
+    if opts.off_cpu {
+        event = (offcpu::EVENT, Tracepoint::by_name(offcpu::EVENT)?.into());
+        event_reason = "off-CPU: the stack at each switch-out (sched:sched_switch with call chains), \
+                        weighted by the nanoseconds until the thread runs again (context-switch records)"
+            .into();
+    }
     let mut o = base_opts(mode, opts);
     loop {
         let exp = match opts.call_graph {
@@ -610,6 +733,10 @@ fn base_opts(mode: Mode_, opts: &Options) -> Opts {
         sample_on: SampleOn::Freq(opts.frequency),
         ..Opts::default()
     };
+    if opts.off_cpu {
+        o.sample_on = SampleOn::Count(1);
+        o.extra_record.ctx_switch = true;
+    }
     o.exclude.kernel = !opts.kernel;
     o.exclude.hv = true;
     o.sample_format.code_addr = true;

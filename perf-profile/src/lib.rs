@@ -6,8 +6,13 @@
 //! [`collect`] (samplers per CPU; side-band MMAP2, COMM, FORK, EXIT; LOST and THROTTLE counted) →
 //! [`maps`] (address spaces from `/proc/PID/maps`, then from the records; kernel symbols) →
 //! [`unwind`] (the kernel's frame-pointer call chains, or copied user stacks unwound with framehop)
-//! → [`symbolize`] (blazesym, one lookup per unique frame, one batch per file) → [`aggregate`] (a stack table: a prefix tree of frames) → [`export`] (pprof,
-//! folded stacks, flame graph SVG).
+//! → [`symbolize`] (blazesym, one lookup per unique frame, one batch per file) → [`aggregate`] (a
+//! stack table: a prefix tree of frames) → [`export`] (pprof, folded stacks, flame graph SVG, OTLP).
+//!
+//! For fleets: [`Profiler::cut`] for continuous profiling, `push` (feature `push`) to send each
+//! cut to an OTLP/HTTP or Pyroscope endpoint without losing any silently, [`offcpu`] for where
+//! threads wait, JIT frames named from `/tmp/perf-PID.map` ([`maps::perf_map`]), and [`doctor`]
+//! for what will and will not work on this machine.
 //!
 //! # Quickstart
 //!
@@ -54,23 +59,30 @@
 //! - `symbolize` (default): function names and file:line with blazesym. Without it, profiles carry
 //!   addresses, mappings and build ids for a backend that symbolizes.
 //! - `flamegraph`: flame graph SVGs with inferno (CDDL-1.0 licensed, so off by default).
+//! - `otlp` (default): OTLP profiles ([`export::otlp`]; the signal is alpha upstream).
+//! - `push`: push profiles (module `push`) to OTLP/HTTP or Pyroscope endpoints from a sender thread, with
+//!   retries and a bounded queue (ureq, rustls).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod aggregate;
 pub mod collect;
+pub mod doctor;
 mod error;
 pub mod export;
 pub mod maps;
+pub mod offcpu;
 mod profile;
 pub mod proto;
+#[cfg(feature = "push")]
+pub mod push;
 pub mod symbolize;
 pub mod unwind;
 
 pub use collect::{CallGraph, Options, Profiler, Target};
 pub use error::{Error, Result};
 pub use export::Format;
-pub use profile::{Info, Profile, Stats};
+pub use profile::{Info, ProcessInfo, Profile, Stats};
 
 /// The README's example, compiled as a doc test.
 #[cfg(doctest)]

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use std::collections::HashMap;
+
 use crate::aggregate::{Frame, FrameId, Stacks};
 use crate::maps::Mapping;
 use crate::symbolize::{Line, Mode};
@@ -28,6 +30,39 @@ pub struct Stats {
     pub empty: u64,
     /// Records merged out of time order (see perf-event's `MergedIter::late`).
     pub late: u64,
+    /// Profiles a pusher (module `push`, feature `push`) dropped before this one got through: its queue was full
+    /// past its bound, or the endpoint refused them for good. Reported in the next profile sent.
+    pub dropped_profiles: u64,
+    /// The samples in those dropped profiles.
+    pub dropped_samples: u64,
+}
+
+impl Stats {
+    /// Adds `other`'s counts to these (two intervals merged).
+    pub fn add(&mut self, other: &Stats) {
+        self.samples += other.samples;
+        self.lost_records += other.lost_records;
+        self.lost_samples += other.lost_samples;
+        self.throttled += other.throttled;
+        self.empty += other.empty;
+        self.late += other.late;
+        self.dropped_profiles += other.dropped_profiles;
+        self.dropped_samples += other.dropped_samples;
+    }
+
+    /// What was counted since `base`, an earlier copy of these counts.
+    pub fn since(&self, base: &Stats) -> Stats {
+        Stats {
+            samples: self.samples.saturating_sub(base.samples),
+            lost_records: self.lost_records.saturating_sub(base.lost_records),
+            lost_samples: self.lost_samples.saturating_sub(base.lost_samples),
+            throttled: self.throttled.saturating_sub(base.throttled),
+            empty: self.empty.saturating_sub(base.empty),
+            late: self.late.saturating_sub(base.late),
+            dropped_profiles: self.dropped_profiles.saturating_sub(base.dropped_profiles),
+            dropped_samples: self.dropped_samples.saturating_sub(base.dropped_samples),
+        }
+    }
 }
 
 /// How the profile was taken.
@@ -50,6 +85,64 @@ pub struct Info {
     pub notes: Vec<String>,
     /// How frames were symbolized.
     pub symbolize: Mode,
+    /// The process profiled (a command, the first of the pids, this process); `None` for the whole
+    /// system. OTLP exports name it in the resource (`process.pid`, `process.executable.name`).
+    pub process: Option<ProcessInfo>,
+    /// The service the profile is of (OTLP `service.name`, Pyroscope's application name); `None`:
+    /// the process's name ([`service_name`](Self::service_name)).
+    pub service: Option<String>,
+}
+
+/// The process a profile is of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its executable's file name (`gzip`, not `/usr/bin/gzip`).
+    pub name: String,
+}
+
+impl ProcessInfo {
+    /// Process `pid` named `name` (a path is cut to its file name).
+    pub fn new(pid: u32, name: &str) -> Self {
+        Self {
+            pid,
+            name: name.rsplit('/').next().unwrap_or(name).to_owned(),
+        }
+    }
+
+    /// Process `pid`, named by its executable (`/proc/PID/exe`, else `/proc/PID/comm`); `None` when it
+    /// is gone.
+    pub fn of_pid(pid: u32) -> Option<Self> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_owned()
+            });
+        let name = match exe {
+            Some(e) => e,
+            None => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()?
+                .trim_end()
+                .to_owned(),
+        };
+        Some(Self::new(pid, &name))
+    }
+}
+
+impl Info {
+    /// The service name: [`service`](Self::service) when set, else the process's name, else
+    /// `unknown_service` (a system-wide profile), as OpenTelemetry names a service without one.
+    pub fn service_name(&self) -> String {
+        match (&self.service, &self.process) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) => p.name.clone(),
+            (None, None) => "unknown_service".into(),
+        }
+    }
 }
 
 /// An aggregated, symbolized profile: stacks with sample counts and periods, the mappings and
@@ -82,6 +175,74 @@ impl Profile {
         self.lines.get(frame.0 as usize).map_or(&[], |l| l)
     }
 
+    /// Adds `other` (a later interval of the same capture, or any profile of the same event) to this
+    /// profile: its stacks and counts, the mappings and names they use, its statistics and notes;
+    /// the time span grows to cover both.
+    pub fn merge(&mut self, other: &Profile) {
+        // Mappings by value: the tables of two cuts of one capture share a prefix.
+        let mut index: HashMap<&crate::maps::Mapping, u32> = HashMap::new();
+        for (i, m) in self.mappings.iter().enumerate() {
+            index.entry(m).or_insert(i as u32);
+        }
+        let mut new_mappings = Vec::new();
+        let mut remap = Vec::with_capacity(other.mappings.len());
+        for m in &other.mappings {
+            let id = match index.get(m) {
+                Some(&id) => id,
+                None => {
+                    let id = (self.mappings.len() + new_mappings.len()) as u32;
+                    new_mappings.push(m.clone());
+                    id
+                }
+            };
+            remap.push(crate::maps::MappingId(id));
+        }
+        self.mappings.extend(new_mappings);
+        let frame = |f: Frame| match f {
+            Frame::User { mapping, addr } => match remap.get(mapping.0 as usize) {
+                Some(&mapping) => Frame::User { mapping, addr },
+                None => Frame::Unmapped { addr },
+            },
+            f => f,
+        };
+        let mut root_first = Vec::new();
+        for (stack, counts) in other.stacks.sampled() {
+            root_first.clear();
+            root_first.extend(other.stacks.frames_of(stack));
+            root_first.reverse();
+            for &f in &root_first {
+                let Some(of) = other.stacks.frame(f) else {
+                    continue;
+                };
+                let id = self.stacks.intern(frame(of)).0 as usize;
+                if self.lines.len() <= id {
+                    self.lines.resize(id + 1, Arc::from(Vec::new()));
+                }
+                if self.lines[id].is_empty() {
+                    self.lines[id] = Arc::from(other.lines(f));
+                }
+            }
+            let frames = root_first
+                .iter()
+                .filter_map(|&f| other.stacks.frame(f))
+                .map(frame);
+            self.stacks.add_counts(frames, counts);
+        }
+        let end = |i: &Info| i.start + i.duration;
+        let (start, finish) = (
+            self.info.start.min(other.info.start),
+            end(&self.info).max(end(&other.info)),
+        );
+        self.info.start = start;
+        self.info.duration = finish.duration_since(start).unwrap_or_default();
+        self.info.stats.add(&other.info.stats);
+        for n in &other.info.notes {
+            if !self.info.notes.contains(n) {
+                self.info.notes.push(n.clone());
+            }
+        }
+    }
+
     /// The names a frame shows in folded stacks, innermost first: its functions, or where it is
     /// (`libc.so.6+0x2a0f3`, `[kernel]`, `0x7f0e4b5d6010`) when it has none.
     pub fn frame_names(&self, frame: FrameId) -> Vec<String> {
@@ -97,7 +258,9 @@ impl Profile {
                 }
                 None => format!("{addr:#x}"),
             },
-            Some(Frame::Unmapped { addr } | Frame::Kernel { addr }) => format!("{addr:#x}"),
+            Some(Frame::Unmapped { addr } | Frame::Kernel { addr } | Frame::Jit { addr, .. }) => {
+                format!("{addr:#x}")
+            }
             Some(Frame::KernelHidden) => "[kernel]".into(),
             None => "[unknown]".into(),
         };

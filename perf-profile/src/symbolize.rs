@@ -86,6 +86,15 @@ impl Symbols {
         &self.changed
     }
 
+    /// Keeps the resolved frames that `f` maps to a frame (renumbered, e.g. after
+    /// [`AddressSpaces::compact`]) and forgets the others.
+    pub fn remap(&mut self, f: impl Fn(&Frame) -> Option<Frame>) {
+        self.resolved = std::mem::take(&mut self.resolved)
+            .into_iter()
+            .filter_map(|(frame, lines)| Some((f(&frame)?, lines)))
+            .collect();
+    }
+
     /// The functions of `frame`, innermost first; empty when unresolved or not yet resolved.
     pub fn lines(&self, frame: &Frame) -> &[Line] {
         self.resolved.get(frame).map_or(&[], |l| l)
@@ -119,7 +128,10 @@ impl Symbols {
         let mut user: HashMap<(&str, Option<&[u8]>), Vec<Frame>> = HashMap::new();
         for frame in new {
             let lines = match (self.mode, frame) {
-                (Mode::None, _) | (_, Frame::Unmapped { .. } | Frame::KernelHidden) => Vec::new(),
+                (Mode::None, _)
+                | (_, Frame::Unmapped { .. } | Frame::KernelHidden | Frame::Jit { .. }) => {
+                    Vec::new()
+                }
                 (Mode::Local, Frame::Kernel { addr }) => kernel
                     .find(addr)
                     .map(|s| {

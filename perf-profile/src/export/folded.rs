@@ -8,8 +8,10 @@ use crate::profile::Profile;
 
 impl Profile {
     /// The folded stacks: each sampled stack's frame names from the root to the leaf (inlined
-    /// functions as frames of their own), and its sample count. Identical names merge.
+    /// functions as frames of their own), and its sample count, or for an off-CPU profile its
+    /// nanoseconds off CPU. Identical names merge.
     pub fn folded(&self) -> Vec<(String, u64)> {
+        let off_cpu = crate::offcpu::is_off_cpu(&self.info);
         let mut out: Vec<(String, u64)> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut names = Vec::new();
@@ -21,14 +23,19 @@ impl Profile {
             }
             names.reverse();
             let line = names.join(";");
+            let weight = if off_cpu {
+                counts.period
+            } else {
+                counts.samples
+            };
             match index.get(&line) {
                 Some(&i) => {
                     let e: &mut (String, u64) = &mut out[i];
-                    e.1 += counts.samples;
+                    e.1 += weight;
                 }
                 None => {
                     index.insert(line.clone(), out.len());
-                    out.push((line, counts.samples));
+                    out.push((line, weight));
                 }
             }
         }

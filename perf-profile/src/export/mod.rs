@@ -1,7 +1,9 @@
-//! Export: a [`Profile`] as pprof (`profile.proto`, gzip), folded stacks, or a flame graph SVG
-//! (feature `flamegraph`). Every exporter reads the same stack table and symbols.
+//! Export: a [`Profile`] as pprof (`profile.proto`, gzip), folded stacks, OTLP profiles (feature
+//! `otlp`, alpha) or a flame graph SVG (feature `flamegraph`). Every exporter reads the same stack table and symbols.
 
 pub(crate) mod folded;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub(crate) mod pprof;
 #[cfg(feature = "flamegraph")]
 pub(crate) mod svg;
@@ -22,10 +24,14 @@ pub enum Format {
     Folded,
     /// A flame graph SVG drawn by inferno (`.svg`; feature `flamegraph`).
     Svg,
+    /// An OTLP `ExportProfilesServiceRequest` in protobuf (`.otlp`; feature `otlp`; alpha: see
+    /// [`export::otlp`](crate::export::otlp)).
+    Otlp,
 }
 
 impl Format {
-    /// The format a file name's extension names: `.pb.gz` or `.pprof` (pprof), `.folded`, `.svg`.
+    /// The format a file name's extension names: `.pb.gz` or `.pprof` (pprof), `.folded`, `.svg`,
+    /// `.otlp`.
     ///
     /// # Errors
     ///
@@ -41,10 +47,12 @@ impl Format {
             Ok(Self::Folded)
         } else if name.ends_with(".svg") {
             Ok(Self::Svg)
+        } else if name.ends_with(".otlp") {
+            Ok(Self::Otlp)
         } else {
             Err(Error::InvalidOption(format!(
                 "{}: unknown output format; the extension says which: .pb.gz or .pprof (pprof), \
-                 .folded (folded stacks), .svg (flame graph)",
+                 .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles)",
                 path.display()
             )))
         }
@@ -57,7 +65,7 @@ impl Profile {
     /// # Errors
     ///
     /// [`Error::Write`] when `w` fails; [`Error::InvalidOption`] for [`Format::Svg`] without the
-    /// `flamegraph` feature.
+    /// `flamegraph` feature, [`Format::Otlp`] without `otlp`.
     pub fn write(&self, format: Format, w: impl Write) -> Result<()> {
         match format {
             Format::Pprof => self.write_pprof(w),
@@ -70,6 +78,15 @@ impl Profile {
                 Err(Error::InvalidOption(
                     "flame graph SVGs need perf-profile's `flamegraph` feature (inferno, CDDL-1.0)"
                         .into(),
+                ))
+            }
+            #[cfg(feature = "otlp")]
+            Format::Otlp => self.write_otlp(w),
+            #[cfg(not(feature = "otlp"))]
+            Format::Otlp => {
+                let _ = w;
+                Err(Error::InvalidOption(
+                    "OTLP profiles need perf-profile's `otlp` feature".into(),
                 ))
             }
         }
@@ -133,6 +150,10 @@ mod tests {
             Format::Folded
         );
         assert_eq!(Format::from_path(Path::new("x.svg")).unwrap(), Format::Svg);
+        assert_eq!(
+            Format::from_path(Path::new("x.otlp")).unwrap(),
+            Format::Otlp
+        );
         let e = Format::from_path(Path::new("x.txt"))
             .unwrap_err()
             .to_string();

@@ -9,7 +9,7 @@ use prost::Message;
 
 use crate::aggregate::{Frame, FrameId};
 use crate::error::{Error, Result};
-use crate::profile::Profile;
+use crate::profile::{Info, Profile};
 use crate::proto::perftools::profiles as pb;
 use crate::symbolize::Mode;
 
@@ -38,6 +38,27 @@ impl Strings {
     }
 }
 
+/// The type and unit of a profile's period value: `off_cpu/nanoseconds` off CPU,
+/// `cpu/nanoseconds` for `cpu-clock`, the event and `count` otherwise.
+pub(crate) fn period_type(info: &Info) -> (&str, &'static str) {
+    if crate::offcpu::is_off_cpu(info) {
+        ("off_cpu", "nanoseconds")
+    } else if info.event == "cpu-clock" {
+        ("cpu", "nanoseconds")
+    } else {
+        (info.event.as_str(), "count")
+    }
+}
+
+/// The sampling period in the period type's unit, where it is fixed (`cpu-clock`: 1 s / frequency).
+pub(crate) fn period(info: &Info) -> i64 {
+    if info.event == "cpu-clock" {
+        1_000_000_000 / info.frequency.max(1) as i64
+    } else {
+        0
+    }
+}
+
 impl Profile {
     /// The profile as a pprof `Profile` message (not compressed).
     ///
@@ -47,12 +68,7 @@ impl Profile {
     /// and build id; lost and throttled counts and notes go into `comment`.
     pub fn to_pprof(&self) -> pb::Profile {
         let mut s = Strings::new();
-        let cpu = self.info.event == "cpu-clock";
-        let (period_type, period_unit) = if cpu {
-            ("cpu", "nanoseconds")
-        } else {
-            (self.info.event.as_str(), "count")
-        };
+        let (period_type, period_unit) = period_type(&self.info);
         let value_type = |s: &mut Strings, t: &str, u: &str| pb::ValueType {
             r#type: s.id(t),
             unit: s.id(u),
@@ -100,7 +116,7 @@ impl Profile {
                 Frame::KernelHidden => {
                     kernel_range.get_or_insert((0, 0));
                 }
-                Frame::Unmapped { .. } => {}
+                Frame::Unmapped { .. } | Frame::Jit { .. } => {}
             }
         }
         let kernel_mapping = kernel_range.map(|(lo, hi)| {
@@ -130,7 +146,7 @@ impl Profile {
                 Frame::User { mapping, addr } => {
                     (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
                 }
-                Frame::Unmapped { addr } => (0, addr),
+                Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
                 Frame::Kernel { addr } => (kernel_mapping.unwrap_or(0), addr),
                 Frame::KernelHidden => (kernel_mapping.unwrap_or(0), 0),
             };
@@ -202,6 +218,12 @@ impl Profile {
             format!("lost samples: {}", st.lost_samples),
             format!("throttled: {}", st.throttled),
         ];
+        if st.dropped_profiles > 0 {
+            comments.push(format!(
+                "dropped before this profile by the push queue: {} profiles, {} samples",
+                st.dropped_profiles, st.dropped_samples
+            ));
+        }
         comments.extend(self.info.notes.iter().cloned());
         let comment = comments.iter().map(|c| s.id(c)).collect();
         let time_nanos = self
@@ -222,11 +244,7 @@ impl Profile {
             time_nanos,
             duration_nanos: self.info.duration.as_nanos() as i64,
             period_type: Some(period_vt),
-            period: if cpu {
-                1_000_000_000 / self.info.frequency.max(1) as i64
-            } else {
-                0
-            },
+            period: period(&self.info),
             comment,
             default_sample_type: 0,
             doc_url: 0,

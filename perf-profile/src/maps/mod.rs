@@ -13,6 +13,7 @@
 
 pub mod build_id;
 mod kernel;
+pub mod perf_map;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -223,6 +224,42 @@ impl AddressSpaces {
         (addr < end).then_some(id)
     }
 
+    /// Drops the mappings that no process has any more (and the build ids of files no mapping
+    /// names) and renumbers the rest, so that a long capture's table stays as large as what is
+    /// mapped now. Returns, by old id, the new id (`None`: dropped): whatever holds old ids must be
+    /// renumbered with it.
+    pub fn compact(&mut self) -> Vec<Option<MappingId>> {
+        let mut remap: Vec<Option<MappingId>> = vec![None; self.mappings.len()];
+        let mut kept: Vec<usize> = Vec::new();
+        for space in self.spaces.values_mut() {
+            for (_, id) in space.values_mut() {
+                let old = id.0 as usize;
+                let Some(slot) = remap.get_mut(old) else {
+                    continue;
+                };
+                *id = *slot.get_or_insert_with(|| {
+                    kept.push(old);
+                    MappingId(kept.len() as u32 - 1)
+                });
+            }
+        }
+        let mut old: Vec<Option<Mapping>> = std::mem::take(&mut self.mappings)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.mappings = kept.iter().filter_map(|&i| old[i].take()).collect();
+        self.index = self
+            .mappings
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.clone(), MappingId(i as u32)))
+            .collect();
+        let live: std::collections::HashSet<&str> =
+            self.mappings.iter().map(|m| &*m.path).collect();
+        self.file_ids.retain(|p, _| live.contains(&**p));
+        remap
+    }
+
     fn file_build_id(&mut self, path: &Arc<str>) -> Option<Vec<u8>> {
         if let Some(id) = self.file_ids.get(path) {
             return id.clone();
@@ -397,6 +434,29 @@ mod tests {
         let n = s.mappings().len();
         s.mmap(2, 0x0, 0x10000, 0, "/c", None);
         assert_eq!(s.mappings().len(), n);
+    }
+
+    #[test]
+    fn compaction_keeps_what_is_mapped_and_renumbers_it() {
+        let mut s = AddressSpaces::new();
+        s.mmap(1, 0x1000, 0x1000, 0, "[a]", None);
+        s.mmap(2, 0x1000, 0x1000, 0, "[b]", None);
+        s.mmap(2, 0x5000, 0x1000, 0, "[c]", None);
+        s.mmap(1, 0x9000, 0x1000, 0, "[c]", None);
+        assert_eq!(s.mappings().len(), 4);
+        s.exit(1);
+        let remap = s.compact();
+        assert_eq!(s.mappings().len(), 2);
+        assert_eq!(remap[0], None);
+        assert_eq!(remap[3], None);
+        let b = remap[1].unwrap();
+        assert_eq!(s.find(2, 0x1800), Some(b));
+        assert_eq!(&*s.mapping(b).unwrap().path, "[b]");
+        assert_eq!(&*s.mapping(s.find(2, 0x5000).unwrap()).unwrap().path, "[c]");
+        // Interning still works after it.
+        s.mmap(3, 0x5000, 0x1000, 0, "[c]", None);
+        assert_eq!(s.find(3, 0x5000), s.find(2, 0x5000));
+        assert_eq!(s.mappings().len(), 2);
     }
 
     #[test]

@@ -1,0 +1,1321 @@
+//! Pushing profiles to a profile store over HTTP(S) (feature `push`): OTLP/HTTP or Pyroscope's
+//! ingest API, from a sender thread with retries and a bounded queue, so that sampling never waits
+//! on the network and nothing is lost silently.
+//!
+//! The URL's path says the protocol:
+//!
+//! - `…/v1development/profiles`: OTLP/HTTP, a `POST` of an `ExportProfilesServiceRequest` in
+//!   protobuf (`application/x-protobuf`; the signal is alpha, see
+//!   [`export::otlp`](crate::export::otlp)).
+//! - `…/ingest`: Pyroscope's ingest API, a `POST` of gzip-compressed pprof with `name`
+//!   (`SERVICE{hostname=HOST,LABEL=VALUE,…}`), `from` and `until` (Unix seconds), `format=pprof`,
+//!   `sampleRate`, `spyName=perf-profile`.
+//!
+//! HTTPS checks the server against the system's CA certificates (`SSL_CERT_FILE`, else the
+//! distribution's bundle) or a given CA file. Credentials ([`Credentials`]) come from the
+//! environment or a file, never from a command line, and never appear in logs or errors: a server
+//! that echoes them back has them replaced by `[redacted]`.
+//!
+//! # Delivery
+//!
+//! [`Pusher::push`] hands a profile to the sender thread and returns at once. The thread keeps the
+//! profiles not yet accepted in a queue bounded by bytes (their encoded size,
+//! [`PushOptions::queue_bytes`]):
+//!
+//! - a failed push (connection refused, a timeout, HTTP 5xx, 408 or 429) is retried with
+//!   exponential backoff ([`PushOptions::backoff`]);
+//! - when the queue grows past its bound, the older pending profiles are merged into one (their
+//!   stacks add up; one request instead of many);
+//! - only when that still exceeds the bound is the oldest dropped: counted in [`PushStats`],
+//!   logged, and reported in the next profile that gets through ([`Stats::dropped_profiles`] and
+//!   [`Stats::dropped_samples`]: a pprof comment, OTLP attributes `perf_profile.dropped_*`);
+//! - a profile the server refuses for good (another 4xx: bad credentials, a malformed request) is
+//!   dropped the same way, with the server's reason logged;
+//! - [`Pusher::finish`] makes one last attempt, bounded in time, to deliver what is pending.
+//!
+//! [`Stats::dropped_profiles`]: crate::Stats::dropped_profiles
+//! [`Stats::dropped_samples`]: crate::Stats::dropped_samples
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use prost::Message;
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::Agent;
+
+use crate::error::{Error, Result};
+use crate::profile::Profile;
+
+/// The environment variable holding a bearer token (`Authorization: Bearer …`).
+pub const ENV_TOKEN: &str = "PERF_PROFILE_PUSH_TOKEN";
+/// The environment variable holding a basic-auth user name.
+pub const ENV_USER: &str = "PERF_PROFILE_PUSH_USER";
+/// The environment variable holding a basic-auth password.
+pub const ENV_PASSWORD: &str = "PERF_PROFILE_PUSH_PASSWORD";
+/// The environment variable holding extra headers, `Name=value` pairs separated by commas (as
+/// `OTEL_EXPORTER_OTLP_HEADERS`), e.g. `X-Scope-OrgID=tenant1`.
+pub const ENV_HEADERS: &str = "PERF_PROFILE_PUSH_HEADERS";
+
+/// The protocol a push URL speaks, by its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// OTLP/HTTP profiles (`/v1development/profiles`), protobuf.
+    Otlp,
+    /// Pyroscope's ingest API (`/ingest`), pprof.
+    Pyroscope,
+}
+
+/// Credentials for the profile store. `Debug` shows which kinds are set, never their values.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    bearer: Option<String>,
+    basic: Option<(String, String)>,
+    headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("bearer", &self.bearer.as_ref().map(|_| "[redacted]"))
+            .field(
+                "basic",
+                &self.basic.as_ref().map(|(u, _)| (u, "[redacted]")),
+            )
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| (n, "[redacted]"))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// No credentials.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A bearer token (`Authorization: Bearer TOKEN`).
+    pub fn bearer(token: impl Into<String>) -> Self {
+        Self {
+            bearer: Some(token.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Basic authentication (`Authorization: Basic …`).
+    pub fn basic(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            basic: Some((user.into(), password.into())),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a header sent with every push (a tenant id such as `X-Scope-OrgID`); its value is
+    /// treated as a secret.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// From the environment: [`ENV_TOKEN`], [`ENV_USER`] with [`ENV_PASSWORD`], [`ENV_HEADERS`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for a user without a password (or the reverse), or a malformed
+    /// header list (the message names the variable, never its value).
+    pub fn from_env() -> Result<Self> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let mut c = Self {
+            bearer: var(ENV_TOKEN),
+            ..Self::default()
+        };
+        match (var(ENV_USER), var(ENV_PASSWORD)) {
+            (Some(u), Some(p)) => c.basic = Some((u, p)),
+            (None, None) => {}
+            _ => {
+                return Err(Error::InvalidOption(format!(
+                    "basic authentication needs both {ENV_USER} and {ENV_PASSWORD}"
+                )))
+            }
+        }
+        if let Some(h) = var(ENV_HEADERS) {
+            for pair in h.split(',').filter(|p| !p.trim().is_empty()) {
+                let (n, v) = pair.split_once('=').ok_or_else(|| {
+                    Error::InvalidOption(format!(
+                        "{ENV_HEADERS}: give Name=value pairs separated by commas"
+                    ))
+                })?;
+                c.headers.push((n.trim().to_owned(), v.trim().to_owned()));
+            }
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    /// From a file of `key = value` lines (`#` starts a comment): `token`, `user`, `password`,
+    /// and `header = Name: value` (repeatable).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the file cannot be read; [`Error::InvalidOption`] naming the line number
+    /// (never its content) of a malformed line.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let bad = |n: usize, why: &str| {
+            Error::InvalidOption(format!("{} line {}: {why}", path.display(), n + 1))
+        };
+        let mut c = Self::default();
+        let (mut user, mut password) = (None, None);
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| bad(n, "expected key = value (token, user, password, header)"))?;
+            let v = v.trim().to_owned();
+            match k.trim() {
+                "token" => c.bearer = Some(v),
+                "user" => user = Some(v),
+                "password" => password = Some(v),
+                "header" => {
+                    let (hn, hv) = v
+                        .split_once(':')
+                        .ok_or_else(|| bad(n, "expected header = Name: value"))?;
+                    c.headers.push((hn.trim().to_owned(), hv.trim().to_owned()));
+                }
+                _ => return Err(bad(n, "unknown key: use token, user, password or header")),
+            }
+        }
+        match (user, password) {
+            (Some(u), Some(p)) => c.basic = Some((u, p)),
+            (None, None) => {}
+            _ => {
+                return Err(Error::InvalidOption(format!(
+                    "{}: basic authentication needs both user and password",
+                    path.display()
+                )))
+            }
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.bearer.is_some() && self.basic.is_some() {
+            return Err(Error::InvalidOption(
+                "give a bearer token or a user and password, not both".into(),
+            ));
+        }
+        for (name, _) in &self.headers {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return Err(Error::InvalidOption(format!(
+                    "a header name may have letters, digits and '-' only: {name:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every secret value, to scrub from anything logged.
+    fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if let Some(t) = &self.bearer {
+            out.push(t.clone());
+        }
+        if let Some((u, p)) = &self.basic {
+            out.push(p.clone());
+            out.push(basic_value(u, p));
+        }
+        out.extend(self.headers.iter().map(|(_, v)| v.clone()));
+        out.retain(|s| !s.is_empty());
+        out
+    }
+
+    /// `Authorization` and the extra headers.
+    fn headers(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.bearer {
+            out.push(("Authorization".into(), format!("Bearer {t}")));
+        }
+        if let Some((u, p)) = &self.basic {
+            out.push((
+                "Authorization".into(),
+                format!("Basic {}", basic_value(u, p)),
+            ));
+        }
+        out.extend(self.headers.iter().cloned());
+        out
+    }
+}
+
+/// base64(`user:password`), RFC 7617.
+fn basic_value(user: &str, password: &str) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = format!("{user}:{password}");
+    let mut out = String::new();
+    for chunk in input.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A log line's receiver.
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How to push.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct PushOptions {
+    /// `http(s)://HOST[:PORT]/…/v1development/profiles` (OTLP) or `…/ingest` (Pyroscope).
+    pub url: String,
+    /// A PEM file of CA certificates to trust instead of the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Credentials ([`Credentials::from_env`], [`Credentials::from_file`]).
+    pub credentials: Credentials,
+    /// The most bytes of encoded profiles kept pending (default 8 MiB).
+    pub queue_bytes: usize,
+    /// Each request's time limit, connecting included (default 10 s).
+    pub timeout: Duration,
+    /// The first retry's delay and the longest (default 0.5 s and 30 s); it doubles per failure.
+    pub backoff: (Duration, Duration),
+    /// Labels for Pyroscope's `name` (besides `hostname`), `key=value`.
+    pub labels: Vec<(String, String)>,
+    /// Where log lines go (default: standard error, prefixed `perf-profile push: `).
+    pub log: Log,
+}
+
+impl std::fmt::Debug for PushOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushOptions")
+            .field("url", &self.url)
+            .field("ca_file", &self.ca_file)
+            .field("credentials", &self.credentials)
+            .field("queue_bytes", &self.queue_bytes)
+            .field("timeout", &self.timeout)
+            .field("backoff", &self.backoff)
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PushOptions {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ca_file: None,
+            credentials: Credentials::none(),
+            queue_bytes: 8 << 20,
+            timeout: Duration::from_secs(10),
+            backoff: (Duration::from_millis(500), Duration::from_secs(30)),
+            labels: Vec::new(),
+            log: Arc::new(|line| eprintln!("perf-profile push: {line}")),
+        }
+    }
+}
+
+/// What a [`Pusher`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PushStats {
+    /// Requests the endpoint accepted (2xx).
+    pub sent: u64,
+    /// Samples in them.
+    pub sent_samples: u64,
+    /// Attempts that failed and were to be retried (refused, timed out, 5xx, 408, 429).
+    pub failed_attempts: u64,
+    /// Requests the endpoint refused for good (other 4xx).
+    pub rejected: u64,
+    /// Times pending profiles were merged because the queue passed its bound.
+    pub merges: u64,
+    /// Profiles (intervals) dropped: beyond the queue's bound, refused for good, or still pending
+    /// when [`Pusher::finish`]'s time ran out.
+    pub dropped_profiles: u64,
+    /// Samples in them.
+    pub dropped_samples: u64,
+    /// The last error, without credentials.
+    pub last_error: Option<String>,
+}
+
+enum Msg {
+    Profile(Box<Profile>),
+    Finish(Duration),
+}
+
+/// The sender thread's handle. Dropping it without [`finish`](Self::finish) gives the thread one
+/// last attempt of 5 s and does not wait for it.
+#[derive(Debug)]
+pub struct Pusher {
+    tx: mpsc::Sender<Msg>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<Mutex<PushStats>>,
+    protocol: Protocol,
+}
+
+impl Pusher {
+    /// Checks the options, sets up TLS and starts the sender thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for a URL that is not `http(s)://HOST/…` with a path ending in
+    /// `/v1development/profiles` or `/ingest`, or one carrying credentials (`user:pass@`: they
+    /// would show in `ps`); [`Error::Io`] when the CA file cannot be read, [`Error::InvalidOption`]
+    /// when it has no certificate.
+    pub fn start(opts: PushOptions) -> Result<Self> {
+        let protocol = protocol_of(&opts.url)?;
+        let roots = match &opts.ca_file {
+            Some(path) => read_certs(path)?,
+            None => system_certs(),
+        };
+        let roots = match roots {
+            Some(certs) => RootCerts::Specific(Arc::new(certs)),
+            None => RootCerts::WebPki,
+        };
+        let agent: Agent = Agent::config_builder()
+            .tls_config(TlsConfig::builder().root_certs(roots).build())
+            .timeout_global(Some(opts.timeout))
+            .http_status_as_error(false)
+            .user_agent(concat!("perf-profile/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let stats = Arc::new(Mutex::new(PushStats::default()));
+        let (tx, rx) = mpsc::channel();
+        let mut sender = Sender {
+            secrets: opts.credentials.secrets(),
+            headers: opts.credentials.headers(),
+            host: crate::export::otlp::host_name(),
+            agent,
+            protocol,
+            opts,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            unreported: (0, 0),
+            failures: 0,
+            stats: Arc::clone(&stats),
+        };
+        let thread = std::thread::Builder::new()
+            .name("perf-profile-push".into())
+            .spawn(move || sender.run(&rx))
+            .map_err(|e| Error::InvalidOption(format!("cannot start the push thread: {e}")))?;
+        Ok(Self {
+            tx,
+            thread: Some(thread),
+            stats,
+            protocol,
+        })
+    }
+
+    /// The protocol the URL speaks.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Queues `profile` for the sender thread and returns at once.
+    pub fn push(&self, profile: Profile) {
+        let _ = self.tx.send(Msg::Profile(Box::new(profile)));
+    }
+
+    /// What was sent, retried and dropped so far.
+    pub fn stats(&self) -> PushStats {
+        lock(&self.stats).clone()
+    }
+
+    /// Sends what is pending (merged into one request) with one last attempt bounded by `within`
+    /// (retries included), drops and counts what is left, and stops the thread.
+    pub fn finish(mut self, within: Duration) -> PushStats {
+        let _ = self.tx.send(Msg::Finish(within));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.stats()
+    }
+}
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Finish(Duration::from_secs(5)));
+    }
+}
+
+fn lock(m: &Mutex<PushStats>) -> std::sync::MutexGuard<'_, PushStats> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The protocol `url`'s path names.
+pub fn protocol_of(url: &str) -> Result<Protocol> {
+    let bad = |why: &str| Error::InvalidOption(format!("push URL {url:?}: {why}"));
+    let uri: ureq::http::Uri = url
+        .parse()
+        .map_err(|_| bad("not a URL; e.g. http://localhost:4040/ingest"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(bad("use http:// or https://")),
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(Error::InvalidOption(format!(
+            "the push URL carries credentials, which `ps` would show: remove them and set \
+             {ENV_USER} and {ENV_PASSWORD} (or a credentials file) instead"
+        )));
+    }
+    let path = uri.path().trim_end_matches('/');
+    if path.ends_with("/v1development/profiles") {
+        Ok(Protocol::Otlp)
+    } else if path.ends_with("/ingest") {
+        Ok(Protocol::Pyroscope)
+    } else {
+        Err(bad(
+            "the path says the protocol: …/v1development/profiles (OTLP/HTTP) or …/ingest (Pyroscope)",
+        ))
+    }
+}
+
+fn read_certs(path: &Path) -> Result<Option<Vec<Certificate<'static>>>> {
+    let pem = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|i| match i {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(Error::InvalidOption(format!(
+            "{}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(Some(certs))
+}
+
+/// The system's CA certificates: `SSL_CERT_FILE`, else the distribution's bundle; `None` when none
+/// is found (then the Mozilla roots built into webpki-roots are used).
+fn system_certs() -> Option<Vec<Certificate<'static>>> {
+    let env = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
+    let known = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/ca-bundle.pem",
+        "/etc/ssl/cert.pem",
+    ];
+    env.into_iter()
+        .chain(known.iter().map(PathBuf::from))
+        .find_map(|p| read_certs(&p).ok().flatten())
+}
+
+/// A profile waiting to be sent.
+struct Pending {
+    profile: Profile,
+    /// Its encoded size.
+    bytes: usize,
+    /// How many pushed profiles it holds (merged ones count each).
+    profiles: u64,
+}
+
+/// What one attempt came to.
+enum Outcome {
+    Sent,
+    Retry(String),
+    Rejected(String),
+}
+
+/// The sender thread's state.
+struct Sender {
+    agent: Agent,
+    protocol: Protocol,
+    opts: PushOptions,
+    secrets: Vec<String>,
+    headers: Vec<(String, String)>,
+    host: String,
+    queue: VecDeque<Pending>,
+    queued_bytes: usize,
+    /// Profiles and samples dropped since the last profile got through.
+    unreported: (u64, u64),
+    /// Failures in a row, for the backoff.
+    failures: u32,
+    stats: Arc<Mutex<PushStats>>,
+}
+
+impl Sender {
+    fn run(&mut self, rx: &mpsc::Receiver<Msg>) {
+        let mut next_attempt = Instant::now();
+        loop {
+            let msg = if self.queue.is_empty() {
+                rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                rx.recv_timeout(next_attempt.saturating_duration_since(Instant::now()))
+            };
+            match msg {
+                Ok(Msg::Profile(p)) => {
+                    self.enqueue(*p);
+                    while let Ok(m) = rx.try_recv() {
+                        match m {
+                            Msg::Profile(p) => self.enqueue(*p),
+                            Msg::Finish(within) => return self.finish(within),
+                        }
+                    }
+                }
+                Ok(Msg::Finish(within)) => return self.finish(within),
+                Err(RecvTimeoutError::Disconnected) => return self.finish(Duration::from_secs(5)),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= next_attempt && !self.queue.is_empty() {
+                if let Some(delay) = self.attempt(None) {
+                    next_attempt = Instant::now() + delay;
+                }
+            }
+        }
+    }
+
+    /// One attempt at the oldest pending profile; the delay before the next attempt after a
+    /// failure, `None` after a success or a rejection.
+    fn attempt(&mut self, timeout: Option<Duration>) -> Option<Duration> {
+        let front = self.queue.front_mut()?;
+        front.profile.info.stats.dropped_profiles = self.unreported.0;
+        front.profile.info.stats.dropped_samples = self.unreported.1;
+        let samples = front.profile.info.stats.samples;
+        let outcome = self.send(timeout);
+        match outcome {
+            Outcome::Sent => {
+                self.pop();
+                self.failures = 0;
+                let mut st = lock(&self.stats);
+                st.sent += 1;
+                st.sent_samples += samples;
+                drop(st);
+                if self.unreported.0 > 0 {
+                    (self.opts.log)(&format!(
+                        "delivered; it reports {} profiles ({} samples) dropped before it",
+                        self.unreported.0, self.unreported.1
+                    ));
+                }
+                self.unreported = (0, 0);
+                None
+            }
+            Outcome::Retry(why) => {
+                self.failures += 1;
+                let (first, max) = self.opts.backoff;
+                let delay = first
+                    .saturating_mul(1 << (self.failures - 1).min(16))
+                    .min(max);
+                (self.opts.log)(&format!(
+                    "{why}; retrying in {:.1} s ({} profiles, {} bytes pending)",
+                    delay.as_secs_f64(),
+                    self.queue.len(),
+                    self.queued_bytes
+                ));
+                let mut st = lock(&self.stats);
+                st.failed_attempts += 1;
+                st.last_error = Some(why);
+                Some(delay)
+            }
+            Outcome::Rejected(why) => {
+                let p = self.pop();
+                self.drop_counted(&p, &why);
+                let mut st = lock(&self.stats);
+                st.rejected += 1;
+                st.last_error = Some(why);
+                None
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<Pending> {
+        let p = self.queue.pop_front()?;
+        self.queued_bytes -= p.bytes;
+        Some(p)
+    }
+
+    fn drop_counted(&mut self, p: &Option<Pending>, why: &str) {
+        let Some(p) = p else { return };
+        let samples = p.profile.info.stats.samples;
+        self.unreported.0 += p.profiles;
+        self.unreported.1 += samples;
+        let mut st = lock(&self.stats);
+        st.dropped_profiles += p.profiles;
+        st.dropped_samples += samples;
+        drop(st);
+        (self.opts.log)(&format!(
+            "dropped {} profiles ({} samples): {why}",
+            p.profiles, samples
+        ));
+    }
+
+    fn enqueue(&mut self, profile: Profile) {
+        let bytes = self.body(&profile).len();
+        self.queue.push_back(Pending {
+            profile,
+            bytes,
+            profiles: 1,
+        });
+        self.queued_bytes += bytes;
+        if self.queued_bytes <= self.opts.queue_bytes {
+            return;
+        }
+        // Merge the older ones (all but the newest) into one.
+        if self.queue.len() > 2 {
+            let newest = self.queue.pop_back();
+            let mut merged = self.queue.pop_front();
+            if let Some(m) = merged.as_mut() {
+                while let Some(p) = self.queue.pop_front() {
+                    m.profile.merge(&p.profile);
+                    m.profiles += p.profiles;
+                }
+                m.bytes = self.body(&m.profile).len();
+            }
+            self.queue.extend(merged);
+            self.queue.extend(newest);
+            self.queued_bytes = self.queue.iter().map(|p| p.bytes).sum();
+            lock(&self.stats).merges += 1;
+        }
+        while self.queued_bytes > self.opts.queue_bytes {
+            let p = self.pop();
+            if p.is_none() {
+                break;
+            }
+            let why = format!(
+                "the push queue is full ({} bytes pending, --queue-bytes {})",
+                self.queued_bytes, self.opts.queue_bytes
+            );
+            self.drop_counted(&p, &why);
+        }
+    }
+
+    /// Sends what is pending within `within`, merged into one request, then drops the rest.
+    fn finish(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        if self.queue.len() > 1 {
+            let mut merged = self.pop();
+            if let Some(m) = merged.as_mut() {
+                while let Some(p) = self.pop() {
+                    m.profile.merge(&p.profile);
+                    m.profiles += p.profiles;
+                }
+                m.bytes = self.body(&m.profile).len();
+                self.queued_bytes = m.bytes;
+            }
+            self.queue.extend(merged);
+        }
+        while !self.queue.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.attempt(Some(left.min(self.opts.timeout))) {
+                None => {}
+                Some(delay) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    std::thread::sleep(delay.min(left));
+                }
+            }
+        }
+        while !self.queue.is_empty() {
+            let p = self.pop();
+            self.drop_counted(
+                &p,
+                &format!(
+                    "still undelivered when the last attempt's {:.1} s ran out",
+                    within.as_secs_f64()
+                ),
+            );
+        }
+    }
+
+    /// The request body for `profile`.
+    fn body(&self, profile: &Profile) -> Vec<u8> {
+        match self.protocol {
+            Protocol::Otlp => profile.to_otlp().encode_to_vec(),
+            Protocol::Pyroscope => {
+                let mut out = Vec::new();
+                // Writing into a Vec cannot fail.
+                let _ = profile.write_pprof(&mut out);
+                out
+            }
+        }
+    }
+
+    /// Sends the front profile once.
+    fn send(&self, timeout: Option<Duration>) -> Outcome {
+        let Some(p) = self.queue.front() else {
+            return Outcome::Sent;
+        };
+        let body = self.body(&p.profile);
+        let mut req = self.agent.post(&self.opts.url);
+        for (n, v) in &self.headers {
+            req = req.header(n.as_str(), v.as_str());
+        }
+        let req = match self.protocol {
+            Protocol::Otlp => req.content_type("application/x-protobuf"),
+            Protocol::Pyroscope => {
+                let info = &p.profile.info;
+                let from = info
+                    .start
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let until = (info.start + info.duration)
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(from, |d| d.as_secs().max(from));
+                let mut labels = vec![format!("hostname={}", self.host)];
+                labels.extend(self.opts.labels.iter().map(|(k, v)| format!("{k}={v}")));
+                let name = format!("{}{{{}}}", info.service_name(), labels.join(","));
+                req.content_type("application/octet-stream")
+                    .query("name", name)
+                    .query("from", from.to_string())
+                    .query("until", until.to_string())
+                    .query("format", "pprof")
+                    .query("sampleRate", info.frequency.to_string())
+                    .query("spyName", "perf-profile")
+            }
+        };
+        let req = match timeout {
+            Some(t) => req.config().timeout_global(Some(t)).build(),
+            None => req,
+        };
+        match req.send(&body[..]) {
+            Ok(mut resp) => {
+                let status = resp.status();
+                if status.is_success() {
+                    return Outcome::Sent;
+                }
+                let text = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(4096)
+                    .read_to_string()
+                    .unwrap_or_default();
+                let why = self.scrub(&format!(
+                    "{} answered {}{}{}",
+                    self.opts.url,
+                    status,
+                    if text.trim().is_empty() { "" } else { ": " },
+                    text.trim()
+                ));
+                let code = status.as_u16();
+                if code >= 500 || code == 408 || code == 429 {
+                    Outcome::Retry(why)
+                } else if code == 401 || code == 403 {
+                    Outcome::Rejected(format!(
+                        "{why} (the credentials were refused: check {ENV_TOKEN}, {ENV_USER}/{ENV_PASSWORD}, \
+                         {ENV_HEADERS} or the credentials file)"
+                    ))
+                } else {
+                    Outcome::Rejected(why)
+                }
+            }
+            Err(e) => Outcome::Retry(self.scrub(&format!("{}: {e}", self.opts.url))),
+        }
+    }
+
+    /// `text` with every secret replaced by `[redacted]`.
+    fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for s in &self.secrets {
+            out = out.replace(s.as_str(), "[redacted]");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_is_rfc7617_base64() {
+        assert_eq!(
+            basic_value("Aladdin", "open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(basic_value("a", "b"), "YTpi");
+        assert_eq!(basic_value("ab", "c"), "YWI6Yw==");
+    }
+
+    #[test]
+    fn the_path_says_the_protocol_and_credentials_stay_out_of_urls() {
+        assert_eq!(
+            protocol_of("http://127.0.0.1:4318/v1development/profiles").unwrap(),
+            Protocol::Otlp
+        );
+        assert_eq!(
+            protocol_of("https://p.example/ingest").unwrap(),
+            Protocol::Pyroscope
+        );
+        let e = protocol_of("http://h/v1/traces").unwrap_err().to_string();
+        assert!(e.contains("/ingest"), "{e}");
+        let e = protocol_of("ftp://h/ingest").unwrap_err().to_string();
+        assert!(e.contains("https://"), "{e}");
+        let e = protocol_of("http://u:hunter2@h/ingest")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2") && e.contains(ENV_USER), "{e}");
+    }
+
+    #[test]
+    fn credentials_file_and_debug_never_show_secrets() {
+        let dir = std::env::temp_dir().join(format!("pp-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("creds");
+        std::fs::write(
+            &f,
+            "# store\nuser = alice\npassword = s3cret-pw\nheader = X-Scope-OrgID: tenant-7\n",
+        )
+        .unwrap();
+        let c = Credentials::from_file(&f).unwrap();
+        let dbg = format!("{c:?}");
+        assert!(
+            !dbg.contains("s3cret-pw") && !dbg.contains("tenant-7"),
+            "{dbg}"
+        );
+        assert_eq!(
+            c.headers(),
+            [
+                (
+                    "Authorization".into(),
+                    format!("Basic {}", basic_value("alice", "s3cret-pw"))
+                ),
+                ("X-Scope-OrgID".into(), "tenant-7".into())
+            ]
+        );
+        std::fs::write(&f, "token: s3cret-tok\n").unwrap();
+        let e = Credentials::from_file(&f).unwrap_err().to_string();
+        assert!(e.contains("line 1") && !e.contains("s3cret-tok"), "{e}");
+        std::fs::write(&f, "user = bob\n").unwrap();
+        assert!(Credentials::from_file(&f).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // A loopback receiver (test only): minimal HTTP/1.1 over std's TcpListener, optionally TLS.
+
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use crate::aggregate::{Frame, Stacks};
+    use crate::profile::{Info, Stats};
+    use crate::symbolize::Mode;
+    use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+
+    #[derive(Clone, Debug)]
+    struct Req {
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    }
+
+    impl Req {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    type Respond = Box<dyn FnMut(usize, &Req) -> (u16, String) + Send>;
+
+    struct Receiver {
+        port: u16,
+        got: Arc<Mutex<Vec<Req>>>,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    impl Receiver {
+        /// Serves on `port` (0: any) until dropped; each request's answer comes from `respond`
+        /// (called with the request's number); accepted (2xx) requests are kept.
+        fn start(port: u16, tls: Option<Arc<rustls::ServerConfig>>, mut respond: Respond) -> Self {
+            let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            let port = l.local_addr().unwrap().port();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (g, st) = (Arc::clone(&got), Arc::clone(&stop));
+            let thread = std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                let mut n = 0;
+                while !st.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
+                    let Ok((sock, _)) = l.accept() else {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    };
+                    sock.set_nonblocking(false).unwrap();
+                    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let r = match &tls {
+                        Some(cfg) => {
+                            let conn = rustls::ServerConnection::new(Arc::clone(cfg)).unwrap();
+                            let mut s = rustls::StreamOwned::new(conn, sock);
+                            handle(&mut s, n, &mut respond, &g)
+                        }
+                        None => {
+                            let mut s = sock;
+                            handle(&mut s, n, &mut respond, &g)
+                        }
+                    };
+                    if r.is_some() {
+                        n += 1;
+                    }
+                }
+            });
+            Self {
+                port,
+                got,
+                stop,
+                thread: Some(thread),
+            }
+        }
+
+        fn got(&self) -> Vec<Req> {
+            lock_reqs(&self.got).clone()
+        }
+    }
+
+    impl Drop for Receiver {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    fn lock_reqs(m: &Mutex<Vec<Req>>) -> std::sync::MutexGuard<'_, Vec<Req>> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads one request and answers it; `None` when the client went away.
+    fn handle(
+        s: &mut (impl Read + Write),
+        n: usize,
+        respond: &mut Respond,
+        got: &Mutex<Vec<Req>>,
+    ) -> Option<u16> {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let k = s.read(&mut chunk).ok().filter(|&k| k > 0)?;
+            buf.extend_from_slice(&chunk[..k]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let headers: Vec<(String, String)> = head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(a, b)| (a.trim().to_owned(), b.trim().to_owned()))
+            .collect();
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = buf[head_end..].to_vec();
+        while body.len() < len {
+            let k = s.read(&mut chunk).ok().filter(|&k| k > 0)?;
+            body.extend_from_slice(&chunk[..k]);
+        }
+        let req = Req { headers, body };
+        let (code, text) = respond(n, &req);
+        // Kept before answering: the client may look as soon as it has the answer.
+        if (200..300).contains(&code) {
+            lock_reqs(got).push(req.clone());
+        }
+        let _ = write!(
+            s,
+            "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        );
+        let _ = s.flush();
+        Some(code)
+    }
+
+    /// A profile of `samples` samples in one stack made of `frames` (kernel addresses).
+    fn synthetic(frames: &[u64], samples: u64) -> Profile {
+        let mut stacks = Stacks::new();
+        for _ in 0..samples {
+            stacks.add(frames.iter().map(|&addr| Frame::Kernel { addr }), 10);
+        }
+        let n = stacks.frames().len();
+        Profile {
+            stacks,
+            mappings: Vec::new(),
+            lines: vec![std::sync::Arc::from(Vec::new()); n],
+            info: Info {
+                event: "cpu-clock".into(),
+                event_reason: String::new(),
+                frequency: 99,
+                start: std::time::SystemTime::now(),
+                duration: Duration::from_millis(100),
+                stats: Stats {
+                    samples,
+                    ..Stats::default()
+                },
+                notes: Vec::new(),
+                symbolize: Mode::None,
+                process: None,
+                service: Some("svc".into()),
+            },
+        }
+    }
+
+    /// Per received request: (samples per leaf address, the dropped-samples attribute).
+    fn decode(req: &Req) -> (std::collections::BTreeMap<u64, i64>, i64, i64) {
+        let r = ExportProfilesServiceRequest::decode(&req.body[..]).unwrap();
+        let d = r.dictionary.unwrap();
+        let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
+        let mut by_leaf = std::collections::BTreeMap::new();
+        for s in &p.samples {
+            let leaf = d.stack_table[s.stack_index as usize].location_indices[0];
+            let addr = d.location_table[leaf as usize].address;
+            *by_leaf.entry(addr).or_default() += s.values[0];
+        }
+        let attr = |key: &str| {
+            p.attribute_indices
+                .iter()
+                .map(|&i| &d.attribute_table[i as usize])
+                .find(|a| d.string_table[a.key_strindex as usize] == key)
+                .and_then(|a| a.value.as_ref()?.value.clone())
+                .map_or(-1, |v| match v {
+                    any_value::Value::IntValue(i) => i,
+                    _ => -1,
+                })
+        };
+        (
+            by_leaf,
+            attr("perf_profile.dropped_profiles"),
+            attr("perf_profile.dropped_samples"),
+        )
+    }
+
+    use opentelemetry_proto::tonic::common::v1::any_value;
+
+    fn quiet() -> Log {
+        Arc::new(|_| {})
+    }
+
+    fn opts(url: String) -> PushOptions {
+        let mut o = PushOptions::new(url);
+        o.backoff = (Duration::from_millis(20), Duration::from_millis(100));
+        o.timeout = Duration::from_secs(5);
+        o.log = quiet();
+        o
+    }
+
+    #[test]
+    fn refused_requests_are_retried_and_every_sample_arrives_once() {
+        // 503 for the first three requests, then accepted.
+        let rx = Receiver::start(
+            0,
+            None,
+            Box::new(|n, _| {
+                if n < 3 {
+                    (503, "busy".into())
+                } else {
+                    (200, String::new())
+                }
+            }),
+        );
+        let p = Pusher::start(opts(format!(
+            "http://127.0.0.1:{}/v1development/profiles",
+            rx.port
+        )))
+        .unwrap();
+        for i in 0..5u64 {
+            p.push(synthetic(&[1, 100 + i], 10 + i));
+        }
+        let st = p.finish(Duration::from_secs(10));
+        assert_eq!(st.failed_attempts, 3, "{st:?}");
+        assert_eq!((st.dropped_profiles, st.dropped_samples), (0, 0), "{st:?}");
+        let mut total = std::collections::BTreeMap::new();
+        for r in rx.got() {
+            assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+            for (leaf, n) in decode(&r).0 {
+                *total.entry(leaf).or_insert(0) += n;
+            }
+        }
+        let want: std::collections::BTreeMap<u64, i64> =
+            (0..5).map(|i| (100 + i, 10 + i as i64)).collect();
+        assert_eq!(total, want);
+        assert_eq!(st.sent_samples, 60);
+    }
+
+    #[test]
+    fn past_the_bound_the_oldest_are_dropped_counted_and_reported() {
+        // A port with no listener: connections are refused.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/v1development/profiles");
+        // Each profile has 40 frames of its own, so merging saves little.
+        let frames = |i: u64| -> Vec<u64> { (0..40).map(|k| 1000 * i + k).collect() };
+        let one = synthetic(&frames(1), 5).to_otlp().encode_to_vec().len();
+        let mut o = opts(url);
+        // Room for two profiles, not three, nor one made of three.
+        o.queue_bytes = one * 2 + one / 2;
+        let p = Pusher::start(o).unwrap();
+        let mut pushed = 0;
+        for i in 0..8u64 {
+            p.push(synthetic(&frames(i + 1), 1 + i));
+            pushed += 1 + i;
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let before = p.stats();
+        assert!(
+            before.dropped_profiles > 0 && before.failed_attempts > 0,
+            "{before:?}"
+        );
+        assert_eq!(before.sent, 0);
+        // The receiver comes up; one more profile; everything pending goes out at the end.
+        let rx = Receiver::start(port, None, Box::new(|_, _| (200, String::new())));
+        p.push(synthetic(&frames(99), 7));
+        pushed += 7;
+        let st = p.finish(Duration::from_secs(10));
+        let (mut arrived, mut reported_p, mut reported_s) = (0, 0, 0);
+        for r in rx.got() {
+            let (leaves, dp, ds) = decode(&r);
+            arrived += leaves.values().sum::<i64>();
+            reported_p += dp;
+            reported_s += ds;
+        }
+        assert!(st.dropped_samples > 0, "{st:?}");
+        assert_eq!(arrived as u64 + st.dropped_samples, pushed, "{st:?}");
+        assert_eq!(reported_s as u64, st.dropped_samples, "{st:?}");
+        assert_eq!(reported_p as u64, st.dropped_profiles, "{st:?}");
+        assert_eq!(arrived as u64, st.sent_samples);
+    }
+
+    /// A CA, and a server certificate for 127.0.0.1 it signed: (CA PEM, server TLS config).
+    fn test_ca() -> (String, Arc<rustls::ServerConfig>) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        (ca.pem(), Arc::new(cfg))
+    }
+
+    #[test]
+    fn https_with_a_given_ca_and_a_checked_token_and_a_wrong_token_is_not_echoed() {
+        let (ca_pem, tls) = test_ca();
+        let dir = std::env::temp_dir().join(format!("pp-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca_pem).unwrap();
+        // The receiver wants this token and the tenant header; it echoes what it got when refusing.
+        let rx = Receiver::start(
+            0,
+            Some(tls),
+            Box::new(|_, r| {
+                let auth = r.header("authorization").unwrap_or("").to_owned();
+                if auth == "Bearer good-tok-123" && r.header("x-scope-orgid") == Some("t1") {
+                    (200, String::new())
+                } else {
+                    (401, format!("bad credentials: {auth}"))
+                }
+            }),
+        );
+        let url = format!("https://127.0.0.1:{}/ingest", rx.port);
+        let mut o = opts(url.clone());
+        o.ca_file = Some(ca_file.clone());
+        o.credentials = Credentials::bearer("good-tok-123").with_header("X-Scope-OrgID", "t1");
+        let p = Pusher::start(o).unwrap();
+        assert_eq!(p.protocol(), Protocol::Pyroscope);
+        p.push(synthetic(&[1, 2], 3));
+        let st = p.finish(Duration::from_secs(10));
+        assert_eq!((st.sent, st.sent_samples), (1, 3), "{st:?}");
+        let got = rx.got();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].header("content-type"),
+            Some("application/octet-stream")
+        );
+        // gzip-compressed pprof.
+        assert_eq!(&got[0].body[..2], &[0x1f, 0x8b]);
+
+        let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+        let mut o = opts(url.clone());
+        o.ca_file = Some(ca_file.clone());
+        o.credentials = Credentials::bearer("wrong-tok-456");
+        let l = Arc::clone(&logged);
+        o.log = Arc::new(move |line| l.lock().unwrap().push(line.to_owned()));
+        let p = Pusher::start(o).unwrap();
+        p.push(synthetic(&[1, 2], 3));
+        let st = p.finish(Duration::from_secs(10));
+        assert_eq!((st.rejected, st.dropped_samples), (1, 3), "{st:?}");
+        let err = st.last_error.unwrap();
+        assert!(err.contains("401") && err.contains(ENV_TOKEN), "{err}");
+        assert!(
+            err.contains("[redacted]"),
+            "the echoed token is scrubbed: {err}"
+        );
+        for line in logged.lock().unwrap().iter().chain([&err]) {
+            assert!(!line.contains("wrong-tok-456"), "{line}");
+        }
+
+        // Without the CA the server's certificate is not trusted: retried, then dropped, said why.
+        let mut o = opts(url);
+        o.credentials = Credentials::bearer("good-tok-123");
+        let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l = Arc::clone(&logged);
+        o.log = Arc::new(move |line| l.lock().unwrap().push(line.to_lowercase()));
+        let p = Pusher::start(o).unwrap();
+        p.push(synthetic(&[1, 2], 3));
+        let st = p.finish(Duration::from_secs(3));
+        assert_eq!(st.sent, 0);
+        assert_eq!(st.dropped_samples, 3);
+        let logged = logged.lock().unwrap();
+        assert!(
+            logged
+                .iter()
+                .any(|l| l.contains("certificate") || l.contains("issuer")),
+            "{logged:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
