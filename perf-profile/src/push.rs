@@ -1151,6 +1151,7 @@ mod tests {
             p.push(synthetic(&[1, 100 + i], 10 + i));
         }
         let st = p.finish(Duration::from_secs(10));
+        println!("{st:?}");
         assert_eq!(st.failed_attempts, 3, "{st:?}");
         assert_eq!((st.dropped_profiles, st.dropped_samples), (0, 0), "{st:?}");
         let mut total = std::collections::BTreeMap::new();
@@ -1200,6 +1201,7 @@ mod tests {
         p.push(synthetic(&frames(99), 7));
         pushed += 7;
         let st = p.finish(Duration::from_secs(10));
+        println!("{pushed} samples pushed; {st:?}");
         let (mut arrived, mut reported_p, mut reported_s) = (0, 0, 0);
         for r in rx.got() {
             let (leaves, dp, ds) = decode(&r);
