@@ -3,8 +3,8 @@
 //! thread that forked): every call a child makes returns. Each test runs in a process of its own
 //! (`tests::in_own_process`): it forks, which is only sound without libtest's other threads around. In
 //! the lock tests a thread hammers one path in a loop while the main thread forks again and again; each
-//! child runs its calls under a one-second `alarm`, so a hang kills it and fails the test instead of
-//! hanging the suite.
+//! child runs its calls under a one-second `alarm` (ten on an emulated CPU), so a hang kills it and
+//! fails the test instead of hanging the suite.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,16 @@ const FORKS: u32 = 25;
 /// Whether this process may sample its own threads (user space only at paranoid 2).
 fn may_sample() -> bool {
     paranoid() <= 2 || tests::is_root()
+}
+
+/// How long a child may take: one second, or ten on an emulated CPU (the kernel matrix's TCG guests,
+/// where everything runs many times slower).
+fn child_limit() -> u32 {
+    if tests::emulated() {
+        10
+    } else {
+        1
+    }
 }
 
 /// Whether to run the test's body here: `false` in libtest's process (after a skip, or after running
@@ -51,7 +61,7 @@ fn fault_counter() -> Counter {
 }
 
 /// Runs `hammer` in a loop on another thread while this thread forks [`FORKS`] times; each child runs
-/// `child` with a one-second alarm and must return `Ok` within it.
+/// `child` with a one-second alarm ([`child_limit`]) and must return `Ok` within it.
 fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>) {
     let stop = AtomicBool::new(false);
     let mut failures = Vec::new();
@@ -63,7 +73,7 @@ fn forks_while(hammer: impl Fn() + Sync, child: impl Fn() -> Result<(), String>)
         });
         std::thread::sleep(Duration::from_millis(20));
         for i in 0..FORKS {
-            let pid = tests::fork_child(1, &child);
+            let pid = tests::fork_child(child_limit(), &child);
             if let Some(Err(e)) = tests::wait_child(pid, true) {
                 failures.push(format!("fork {i}: {e}"));
             }
@@ -126,7 +136,7 @@ fn a_fork_child_cannot_map_its_parents_event() {
     // No other thread (nothing a fork could strand): parent and child each map the one event and drop
     // the ring in a loop, as the reproduction did, 10 times over.
     for round in 0..10 {
-        let pid = tests::fork_child(1, || child_cannot_map(&counter));
+        let pid = tests::fork_child(child_limit(), || child_cannot_map(&counter));
         let mut maps = 0;
         let end = loop {
             if let Ok(sampler) = counter.sampler(1) {
