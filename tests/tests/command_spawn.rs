@@ -59,8 +59,11 @@ fn counts_the_command_and_its_children_only() {
     // The same command, with nothing else spawned: the two counts are of the same work; the other
     // command (1.5 times this one) would show as a gap far above the noise.
     println!("the same command alone: {} ms", quiet / 1_000_000);
+    // On an emulated CPU (the kernel matrix's TCG guests) the same loops take from one to two times as
+    // long from run to run (8.3 s vs 4.6 s seen on 5.10), which hides a 1.5 times larger command: the
+    // ratio is checked on real CPUs only.
     assert!(
-        (ns as f64) < quiet as f64 * 1.6,
+        tests::emulated() || (ns as f64) < quiet as f64 * 1.6,
         "{ns} ns with another command spawned afterwards vs {quiet} ns alone: it was counted"
     );
 }
