@@ -572,7 +572,11 @@ impl Seen {
                     ));
                 }
                 *last_time = key.0;
-                if !self.keys.lock().unwrap().insert(key) {
+                // On an emulated CPU (the kernel matrix's TCG guests) the sample clock can stand still
+                // for a whole pass over the arena, so a page faulting again repeats (time, address):
+                // there the count check (delivered + lost = the kernel's count) is what catches a record
+                // delivered twice.
+                if !self.keys.lock().unwrap().insert(key) && !tests::emulated() {
                     self.problem(format!("record delivered twice: {key:?}"));
                 }
                 self.samples.fetch_add(1, Ordering::Relaxed);
