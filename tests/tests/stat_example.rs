@@ -366,6 +366,10 @@ fn misspelt_events_get_the_nearest_names_once() {
         ("msrr/tsc/", "did you mean 'msr'?"),
         ("cpu-clock/perod=1/", "did you mean 'period'?"),
     ] {
+        // The `msr` PMU is x86's (the arm64 guests have none to suggest).
+        if e.starts_with("msrr") && !tests::has_pmu("msr") {
+            continue;
+        }
         let o = stat(&["-e", e, "true"]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
@@ -735,8 +739,9 @@ fn interval_lines_as_perf_prints_them() {
     let mut total = 0.0;
     let mut n = 0;
     for l in lines {
-        // perf prints its header again every 25 intervals (a slow, emulated CPU gets there).
-        if l.starts_with('#') {
+        // perf prints its header again every 25 intervals (a slow, emulated CPU gets there), and an
+        // interval the counter did not run in (the last, partial one in an arm64 guest) as not counted.
+        if l.starts_with('#') || l.contains("<not counted>") {
             continue;
         }
         // "     0.100123456              96.42 msec task-clock   #    0.951 CPUs utilized"
