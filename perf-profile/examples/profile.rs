@@ -31,13 +31,14 @@ use std::time::{Duration, Instant};
 
 use perf_profile::collect::DEFAULT_STACK_SIZE;
 use perf_profile::doctor::{DoctorOptions, Status};
+use perf_profile::offcpu::Method;
 use perf_profile::push::{Credentials, PushOptions, Pusher};
 use perf_profile::symbolize::Mode;
 use perf_profile::{CallGraph, Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|none] [--off-cpu] [--doctor] [--service NAME] [--every SECS]
+               [--symbolize local|none] [--off-cpu[=METHOD]] [--doctor] [--service NAME] [--every SECS]
                [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
                 [--retry-max SECS]] [-o FILE ...]
 
@@ -50,9 +51,12 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
   --symbolize MODE   local: names and lines from the binaries (default);
                      none: addresses, mappings and build ids, for a backend that symbolizes
-  --off-cpu          where threads wait instead of where they run: the stack at each switch-out
-                     (sched:sched_switch with call chains) weighted by the nanoseconds until the
-                     thread runs again (pprof off_cpu/nanoseconds; folded weights in ns)
+  --off-cpu[=METHOD] where threads wait instead of where they run: the stack at each switch-out
+                     weighted by the nanoseconds until the thread runs again (pprof
+                     off_cpu/nanoseconds; folded weights in ns). METHOD samples the switch-outs:
+                     sched_switch (the tracepoint; needs tracefs) or context-switches (the
+                     software event), or auto (default): the tracepoint where tracefs has it,
+                     else the software event. Needs the kernel sampled (perf_event_paranoid <= 1)
   --doctor           check what will and will not work here (privileges, locked memory,
                      kptr_restrict, tracefs, PMU; with -p or -- CMD also the binary's frame
                      pointers, unwind tables, build id, symbols), say how to fix it, and exit
@@ -89,6 +93,7 @@ struct Args {
     symbolize: Mode,
     service: Option<String>,
     off_cpu: bool,
+    off_cpu_method: Option<Method>,
     doctor: bool,
     every: Option<Duration>,
     push: Option<String>,
@@ -114,6 +119,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         symbolize: Mode::Local,
         service: None,
         off_cpu: false,
+        off_cpu_method: None,
         doctor: false,
         every: None,
         push: None,
@@ -186,7 +192,18 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     a.retry_max = d;
                 }
             }
-            Long("off-cpu") => a.off_cpu = true,
+            Long("off-cpu") => {
+                a.off_cpu = true;
+                if let Some(v) = p.optional_value() {
+                    let v = v.string().map_err(usage)?;
+                    a.off_cpu_method = match v.as_str() {
+                        "auto" => None,
+                        m => Some(m.parse().map_err(|e: Error| {
+                            Fail::Usage(format!("--off-cpu={m}: {e}, or auto"))
+                        })?),
+                    };
+                }
+            }
             Long("doctor") => a.doctor = true,
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
@@ -315,10 +332,12 @@ fn run() -> Result<(), Fail> {
     opts.call_graph = a.call_graph;
     opts.service = a.service.clone();
     opts.off_cpu = a.off_cpu;
+    opts.off_cpu_method = a.off_cpu_method;
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
-    if a.off_cpu {
-        eprintln!("profile: sampling {event} ({why})");
+    if let Some(method) = p.off_cpu_method() {
+        let why = why.strip_prefix("off-CPU: ").unwrap_or(why);
+        eprintln!("profile: off-CPU by {method} ({why})");
     } else {
         eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
     }

@@ -18,6 +18,7 @@
 //! records are counted into [`Stats`].
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -30,7 +31,6 @@ use perf_event::config::{RegsMask, Size};
 use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
 use perf_event::event::sw::Software;
-use perf_event::event::tp::Tracepoint;
 use perf_event::event::Event;
 use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record, Switch};
 use perf_event::sample::{MergedIter, Sampler};
@@ -39,7 +39,7 @@ use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
 use crate::maps::perf_map::PerfMaps;
 use crate::maps::{AddressSpaces, KernelSymbols};
-use crate::offcpu::{self, Waits};
+use crate::offcpu::{self, Method, Waits};
 use crate::profile::{Info, ProcessInfo, Profile, Stats};
 use crate::symbolize::{Mode, Symbols};
 use crate::unwind::{self, Context, RawFrame};
@@ -112,8 +112,16 @@ pub struct Options {
     /// The service name profiles carry ([`Info::service`]); `None`: the process's name.
     pub service: Option<String>,
     /// Off-CPU instead of CPU: the stack at each switch-out weighted by the time until the thread
-    /// runs again (the [`crate::offcpu`] module); `frequency` is then unused.
+    /// runs again (the [`crate::offcpu`] module); `frequency` is then unused. The switch-outs are
+    /// sampled in the kernel, so `kernel: false` keeps the user frames only.
     pub off_cpu: bool,
+    /// With `off_cpu`, the event that samples the switch-outs; `None` (default): `sched:sched_switch`
+    /// where tracefs gives its id, else the `context-switches` software event, with a note in the
+    /// profile saying why. [`Profiler::off_cpu_method`] says which was taken.
+    pub off_cpu_method: Option<Method>,
+    /// Where tracefs is, to read the `sched:sched_switch` tracepoint's id from
+    /// (`events/sched/sched_switch/id`); `None` (default): found, or mounted as root, as perf does.
+    pub tracefs: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -126,6 +134,8 @@ impl Default for Options {
             kernel: true,
             service: None,
             off_cpu: false,
+            off_cpu_method: None,
+            tracefs: None,
         }
     }
 }
@@ -329,9 +339,14 @@ impl Profiler {
         &self.pipe.stats
     }
 
-    /// The event sampled (`cycles` or `cpu-clock`) and why.
+    /// The event sampled (`cycles` or `cpu-clock`; off CPU, [`Method::event`]) and why.
     pub fn event(&self) -> (&str, &str) {
         (&self.pipe.info.event, &self.pipe.info.event_reason)
+    }
+
+    /// With [`Options::off_cpu`], how the switch-outs are sampled; `None` for a CPU profile.
+    pub fn off_cpu_method(&self) -> Option<Method> {
+        Method::of(&self.pipe.info)
     }
 
     /// The profile so far (since the last [`cut`](Self::cut), if any), symbolized (frames not seen
@@ -674,10 +689,10 @@ fn open(
     let mut event: (&'static str, Event) = ("cycles", Hardware::CpuCycle.into());
     let mut event_reason = "a hardware PMU counts cycles here".to_owned();
     if opts.off_cpu {
-        event = (offcpu::EVENT, Tracepoint::by_name(offcpu::EVENT)?.into());
-        event_reason = "off-CPU: the stack at each switch-out (sched:sched_switch with call chains), \
-                        weighted by the nanoseconds until the thread runs again (context-switch records)"
-            .into();
+        let chosen = offcpu::choose(opts.off_cpu_method, opts.tracefs.as_deref())?;
+        event = (chosen.method.event(), chosen.event);
+        event_reason = chosen.reason;
+        notes.extend(chosen.note);
     }
     let mut o = base_opts(mode, opts);
     loop {
@@ -692,12 +707,30 @@ fn open(
                     samplers,
                     event: event.0,
                     event_reason,
-                    kernel: !o.exclude.kernel,
+                    kernel: !o.exclude.kernel && opts.kernel,
                 })
             }
             Err(perf_event::Error::NotSupported { detail, .. }) if event.0 == "cycles" => {
                 event = ("cpu-clock", Software::CpuClock.into());
                 event_reason = format!("no hardware PMU: cycles is not supported here ({detail})");
+            }
+            Err(perf_event::Error::Permission {
+                event: refused,
+                paranoid,
+                hint,
+                source,
+            }) if opts.off_cpu => {
+                // The switch-outs are sampled in the kernel: with it excluded nothing would be.
+                return Err(perf_event::Error::Permission {
+                    event: refused,
+                    paranoid,
+                    hint: format!(
+                        "off-CPU profiles sample the switch-outs in the kernel, which cannot be \
+                         left out: {hint}"
+                    ),
+                    source,
+                }
+                .into());
             }
             Err(perf_event::Error::Permission { paranoid, .. }) if !o.exclude.kernel => {
                 notes.push(format!(
@@ -737,9 +770,11 @@ fn base_opts(mode: Mode_, opts: &Options) -> Opts {
         o.sample_on = SampleOn::Count(1);
         o.extra_record.ctx_switch = true;
     }
-    o.exclude.kernel = !opts.kernel;
+    // Off CPU, the samples are taken in the kernel (at the switch-out): it cannot be excluded,
+    // and without it only the user part of the chains is kept.
+    o.exclude.kernel = !opts.kernel && !opts.off_cpu;
     o.exclude.hv = true;
-    o.sample_format.code_addr = true;
+    o.sample_format.code_addr = opts.kernel || !opts.off_cpu;
     o.sample_format.period = true;
     match opts.call_graph {
         CallGraph::FramePointer => {

@@ -9,7 +9,8 @@
 //! - the ring buffers' locked memory: `perf_event_mlock_kb` per CPU plus `RLIMIT_MEMLOCK`, unless
 //!   `CAP_IPC_LOCK` (the trap of samply#25: `mmap` fails with `EPERM` although the events opened);
 //! - `kptr_restrict` (whether kernel frames can be named);
-//! - tracefs (off-CPU profiles sample `sched:sched_switch`);
+//! - tracefs (off-CPU profiles sample `sched:sched_switch`, else the `context-switches` software
+//!   event);
 //! - a hardware PMU, or the `cpu-clock` fallback;
 //! - for a binary: frame pointers (else `-g fp` stacks are truncated), unwind tables
 //!   (`.eh_frame`, for DWARF unwinding), a GNU build id (for symbolization elsewhere), symbols.
@@ -206,7 +207,9 @@ pub fn doctor(opts: &DoctorOptions) -> Report {
     ));
     r.checks
         .push(kptr_check(read_int("/proc/sys/kernel/kptr_restrict"), caps));
-    r.checks.push(tracefs_check());
+    r.checks.push(tracefs_check(
+        &fs::read_to_string("/proc/mounts").unwrap_or_default(),
+    ));
     r.checks.push(pmu_check());
     if let Some(bin) = &opts.binary {
         r.checks.extend(binary_checks(bin));
@@ -355,9 +358,14 @@ fn kptr_check(kptr: Option<i64>, caps: Caps) -> Check {
     }
 }
 
-fn tracefs_check() -> Check {
+/// What `--off-cpu` does without the tracepoint, and how close it comes.
+const OFF_CPU_FALLBACK: &str = "--off-cpu samples the context-switches software event instead: \
+    the same switch-out stacks and wait times (the innermost kernel frames are the scheduler's \
+    perf hook rather than the tracepoint's)";
+
+/// Whether `sched:sched_switch` can be had from a tracefs that `mounts` (`/proc/mounts`) lists.
+fn tracefs_check(mounts: &str) -> Check {
     let name = "tracefs".to_owned();
-    let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
     let mounted: Vec<&str> = mounts
         .lines()
         .filter_map(|l| {
@@ -375,26 +383,32 @@ fn tracefs_check() -> Check {
             Ok(_) => Check {
                 name,
                 status: Status::Ok,
-                detail: format!("{} is readable: --off-cpu can sample sched:sched_switch", id.display()),
+                detail: format!(
+                    "{} is readable: --off-cpu can sample sched:sched_switch",
+                    id.display()
+                ),
                 fix: None,
             },
             Err(e) => Check {
                 name,
                 status: Status::Warn,
-                detail: format!("{}: {e}: --off-cpu will fail", id.display()),
+                detail: format!("{}: {e}: {OFF_CPU_FALLBACK}", id.display()),
                 fix: Some("run as root (tracefs is often root-only)".into()),
             },
         },
         (Some(at), None) => Check {
             name,
             status: Status::Warn,
-            detail: format!("mounted at {at} but without sched:sched_switch: --off-cpu will fail"),
+            detail: format!("mounted at {at} but without sched:sched_switch: {OFF_CPU_FALLBACK}"),
             fix: Some("use a kernel with CONFIG_FTRACE and scheduler tracepoints".into()),
         },
         (None, _) => Check {
             name,
             status: Status::Warn,
-            detail: "not mounted: --off-cpu mounts it at /sys/kernel/tracing as root (as perf does), and fails without root".into(),
+            detail: format!(
+                "not mounted: --off-cpu mounts it at /sys/kernel/tracing as root (as perf does); \
+                 without root {OFF_CPU_FALLBACK}"
+            ),
             fix: Some("`mount -t tracefs nodev /sys/kernel/tracing`".into()),
         },
     }
@@ -769,6 +783,33 @@ fn binary_checks(path: &Path) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_sched_switch_the_tracefs_check_names_the_off_cpu_fallback() {
+        let dir = std::env::temp_dir().join(format!("doctor-tracefs-{}", std::process::id()));
+        let id = dir.join("events/sched/sched_switch");
+        fs::create_dir_all(&id).unwrap();
+        let mounts = |at: &Path| format!("nodev {} tracefs rw,relatime 0 0\n", at.display());
+        // Not mounted; mounted without the tracepoint: the software event is sampled instead.
+        for m in [
+            "proc /proc proc rw 0 0\n".to_owned(),
+            mounts(&dir.join("events")),
+        ] {
+            let c = tracefs_check(&m);
+            assert_eq!(c.status, Status::Warn, "{c:?}");
+            assert!(
+                c.detail.contains("context-switches software event instead"),
+                "{c:?}"
+            );
+            assert!(!c.detail.contains("fail"), "{c:?}");
+            assert!(c.fix.is_some());
+        }
+        fs::write(id.join("id"), "316\n").unwrap();
+        let c = tracefs_check(&mounts(&dir));
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(c.detail.contains("can sample sched:sched_switch"), "{c:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn capabilities_and_limits_parse() {
