@@ -716,22 +716,25 @@ fn open(
             }
             Err(perf_event::Error::Permission {
                 event: refused,
-                paranoid,
-                hint,
+                paranoid: Some(paranoid),
                 source,
-            }) if opts.off_cpu => {
+                ..
+            }) if opts.off_cpu && paranoid >= 2 && mode != Mode_::System => {
                 // The switch-outs are sampled in the kernel: with it excluded nothing would be.
                 return Err(perf_event::Error::Permission {
                     event: refused,
-                    paranoid,
+                    paranoid: Some(paranoid),
                     hint: format!(
-                        "off-CPU profiles sample the switch-outs in the kernel, which cannot be \
-                         left out: {hint}"
+                        "off-CPU profiles sample the switch-outs, which happen in the kernel, and \
+                         perf_event_paranoid is {paranoid}: `sysctl kernel.perf_event_paranoid=1`, \
+                         CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN allows it"
                     ),
                     source,
                 }
                 .into());
             }
+            // Off CPU the kernel cannot be left out: another refusal stands as it is.
+            Err(e @ perf_event::Error::Permission { .. }) if opts.off_cpu => return Err(e.into()),
             Err(perf_event::Error::Permission { paranoid, .. }) if !o.exclude.kernel => {
                 notes.push(format!(
                     "user space only: sampling the kernel is not permitted (perf_event_paranoid is \

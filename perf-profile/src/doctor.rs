@@ -259,7 +259,7 @@ fn paranoid_check(paranoid: Option<i64>, caps: Caps, system_wide: bool) -> Check
     } else if p == 2 {
         (
             Status::Warn,
-            Some("kernel frames need `sysctl kernel.perf_event_paranoid=1` or CAP_PERFMON; the capture falls back to user space".into()),
+            Some("kernel frames need `sysctl kernel.perf_event_paranoid=1` or CAP_PERFMON; the capture falls back to user space, and --off-cpu (sampled in the kernel) fails".into()),
         )
     } else {
         (Status::Ok, None)
@@ -374,27 +374,35 @@ fn tracefs_check(mounts: &str) -> Check {
             (ty == "tracefs").then_some(at)
         })
         .collect();
-    let id = mounted
-        .iter()
-        .map(|at| Path::new(at).join("events/sched/sched_switch/id"))
-        .find(|p| p.exists());
-    match (mounted.first(), id) {
-        (Some(_), Some(id)) => match fs::read_to_string(&id) {
-            Ok(_) => Check {
-                name,
-                status: Status::Ok,
-                detail: format!(
-                    "{} is readable: --off-cpu can sample sched:sched_switch",
-                    id.display()
-                ),
-                fix: None,
-            },
-            Err(e) => Check {
-                name,
-                status: Status::Warn,
-                detail: format!("{}: {e}: {OFF_CPU_FALLBACK}", id.display()),
-                fix: Some("run as root (tracefs is often root-only)".into()),
-            },
+    // The first mount that gives the id, else the first refusal (tracefs is often root-only:
+    // then the id's path cannot even be seen to exist).
+    let mut refused = None;
+    for at in &mounted {
+        let id = Path::new(at).join("events/sched/sched_switch/id");
+        match fs::read_to_string(&id) {
+            Ok(_) => {
+                return Check {
+                    name,
+                    status: Status::Ok,
+                    detail: format!(
+                        "{} is readable: --off-cpu can sample sched:sched_switch",
+                        id.display()
+                    ),
+                    fix: None,
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                refused.get_or_insert((id, e));
+            }
+        }
+    }
+    match (mounted.first(), refused) {
+        (_, Some((id, e))) => Check {
+            name,
+            status: Status::Warn,
+            detail: format!("{}: {e}: {OFF_CPU_FALLBACK}", id.display()),
+            fix: Some("run as root (tracefs is often root-only)".into()),
         },
         (Some(at), None) => Check {
             name,

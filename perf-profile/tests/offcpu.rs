@@ -63,6 +63,18 @@ fn in_wait_here(folded: &[(String, u64)]) -> (u64, u64) {
     (ours, folded.iter().map(|(_, ns)| ns).sum())
 }
 
+/// A folded stacks file: `stack nanoseconds` lines.
+fn read_folded(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (s, n) = l.rsplit_once(' ').unwrap();
+            (s.to_owned(), n.parse().unwrap())
+        })
+        .collect()
+}
+
 fn assert_within_ten_percent(what: &str, ns: u64, measured: f64) {
     let ours = ns as f64 / 1e9;
     println!(
@@ -136,14 +148,7 @@ fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_
         "{err}"
     );
     let measured: f64 = text(&out.stdout).trim().parse().unwrap();
-    let stacks: Vec<(String, u64)> = std::fs::read_to_string(&folded)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let (s, n) = l.rsplit_once(' ').unwrap();
-            (s.to_owned(), n.parse().unwrap())
-        })
-        .collect();
+    let stacks = read_folded(&folded);
     let (ours, _) = in_wait_here(&stacks);
     assert_within_ten_percent("context-switches (the example)", ours, measured);
     // The stacks run into the kernel's sleep, below wait_here's system call.
@@ -275,4 +280,82 @@ fn off_cpu_without_kernel_frames_still_samples_the_switch_outs() {
             "{folded:?}"
         );
     }
+}
+
+/// Runs `program args` as `nobody` with CAP_PERFMON (ambient): perf events as root has them, the
+/// files (tracefs) as an ordinary user.
+fn as_nobody_with_perfmon(program: &Path, args: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+perfmon",
+            "--ambient-caps=+perfmon",
+        ])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+}
+
+#[test]
+fn a_user_who_cannot_read_tracefs_gets_the_context_switches_method_automatically() {
+    require!(
+        tests::is_root(),
+        Skip::Privilege,
+        "needs root, to run the profiler as another user"
+    );
+    require!(have_cc(), Skip::Environment, "no C compiler");
+    let example = tests::package_example_binary("perf-profile", "profile");
+    let works = |program: &Path, args: &[&str]| {
+        as_nobody_with_perfmon(program, args).is_ok_and(|o| o.status.success())
+    };
+    require!(
+        works(&example, &["--help"]),
+        Skip::Environment,
+        "setpriv with CAP_PERFMON (util-linux, Linux 5.8+) cannot run {} as nobody",
+        example.display()
+    );
+    let tracefs_id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
+    require!(
+        !works(Path::new("cat"), &[tracefs_id.to_str().unwrap()]),
+        Skip::Environment,
+        "tracefs is readable by nobody here"
+    );
+    let dir = scratch("nobody");
+    let bin = sleeps(&dir);
+    // nobody writes the profile here.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let folded = dir.join("off.folded");
+    let out = as_nobody_with_perfmon(
+        &example,
+        &[
+            "--off-cpu",
+            "-o",
+            folded.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "20",
+        ],
+    )
+    .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("profile: off-CPU by context-switches (")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(
+            |l| l.starts_with("profile: note: off-CPU by the context-switches")
+                && l.contains("sched:sched_switch cannot be used")
+        ),
+        "{err}"
+    );
+    let measured: f64 = text(&out.stdout).trim().parse().unwrap();
+    let stacks = read_folded(&folded);
+    let (ours, _) = in_wait_here(&stacks);
+    assert_within_ten_percent("context-switches (nobody with CAP_PERFMON)", ours, measured);
 }
