@@ -723,8 +723,9 @@ fn repeat_prints_means_and_spreads_as_perf_does() {
 /// and the last partial interval; the intervals add up to the command's total.
 #[test]
 fn interval_lines_as_perf_prints_them() {
-    // About 0.3 s of shell CPU time.
-    let busy = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done";
+    // Some 30-80 ms of shell CPU time, then a 0.3 s sleep: at least three intervals however fast
+    // the CPU (60000 loop steps alone once took 86 ms, one interval).
+    let busy = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.3";
     let o = stat(&["-I", "100", "-e", "task-clock", "sh", "-c", busy]);
     let err = text(&o.stderr);
     println!("{err}");
