@@ -310,7 +310,12 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
 pub fn package_example_binary(package: &str, name: &str) -> std::path::PathBuf {
     use std::path::Path;
     if let Some(dir) = std::env::var_os("PERF_EVENT_EXAMPLES") {
-        let bin = Path::new(&dir).join(name);
+        let mut bin = Path::new(&dir).join(name);
+        // A relative directory is the workspace root's (`cargo test` runs each package's tests in
+        // that package's folder), where it is not the working directory's.
+        if bin.is_relative() && !bin.exists() {
+            bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(bin);
+        }
         assert!(bin.exists(), "{} does not exist", bin.display());
         return bin;
     }
