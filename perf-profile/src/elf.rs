@@ -497,6 +497,21 @@ pub(crate) mod tests {
         data
     }
 
+    /// What `readelf ARGS FILE` prints; `None` (saying the test skips) where readelf is not installed.
+    pub(crate) fn readelf(args: &[&str], file: &Path) -> Option<String> {
+        match std::process::Command::new("readelf")
+            .args(args)
+            .arg(file)
+            .output()
+        {
+            Ok(out) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+            Err(_) => {
+                println!("skipped: readelf is not installed");
+                None
+            }
+        }
+    }
+
     /// `bytes` as a [`Source`].
     pub(crate) fn reader(bytes: &[u8]) -> impl FnMut(u64, u64) -> Option<Vec<u8>> + '_ {
         |offset, len| {

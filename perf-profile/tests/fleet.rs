@@ -5,66 +5,18 @@
 //!   venv made under the target directory, or `PERF_PROFILE_PYTHON`) into the same stacks and
 //!   totals as the folded output of the same capture, with the resource attributes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use common::{
+    build_c, example, folded_file, have, may_sample_commands, profile, profile_ok, require_cc,
+    require_sampling, samples_with, scratch, text,
+};
 use tests::{require, Skip};
-
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh directory for one test's files (not `/tmp/perf-*`, which perf takes for JIT maps).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profile-fleet-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn may_sample_commands() -> bool {
-    tests::is_root() || tests::paranoid() <= 1
-}
-
-/// Builds `tests/workload/NAME.c` with frame pointers into `dir`.
-fn build_c(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/workload/{name}.c"));
-    let bin = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc failed: {}", text(&out.stderr));
-    bin
-}
-
-/// The `profile` example, built once per test binary.
-fn example() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| tests::package_example_binary("perf-profile", "profile"))
-        .clone()
-}
-
-fn profile(args: &[&str]) -> Output {
-    Command::new(example())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// A Python with the official `opentelemetry-proto` package: `PERF_PROFILE_PYTHON`, else a venv
 /// made once under the target directory (`python3 -m venv`, `pip install opentelemetry-proto`).
@@ -117,15 +69,6 @@ fn decode_otlp(py: &Path, file: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn folded_file(path: &Path) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for line in std::fs::read_to_string(path).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').expect("stack count");
-        *out.entry(stack.to_owned()).or_default() += n.parse::<u64>().unwrap();
-    }
-    out
-}
-
 fn folded_json(v: &serde_json::Value) -> BTreeMap<String, u64> {
     v.as_object()
         .unwrap()
@@ -143,13 +86,8 @@ fn host_name() -> String {
 
 #[test]
 fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let py = match otel_python() {
         Ok(py) => py,
         Err(e) => return tests::skip(Skip::Environment, &e),
@@ -158,7 +96,7 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
     let calls = build_c(&dir, "calls");
     let otlp = dir.join("out.otlp");
     let folded = dir.join("out.folded");
-    let out = profile(&[
+    profile_ok(&[
         "-F",
         "499",
         "--service",
@@ -171,11 +109,6 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
         calls.to_str().unwrap(),
         "0.6",
     ]);
-    assert!(
-        out.status.success(),
-        "profile failed: {}",
-        text(&out.stderr)
-    );
     let d = decode_otlp(&py, &otlp);
 
     let r = &d["resource"];
@@ -336,35 +269,31 @@ fn number_after(text: &str, prefix: &str) -> u64 {
 
 #[test]
 fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let dir = scratch("continuous");
     let calls = build_c(&dir, "calls");
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
-    let out = profile(&[
-        "-F",
-        "499",
-        "--every",
-        "0.3",
-        "--retry-max",
-        "0.2",
-        "--push",
-        &url,
-        "-o",
-        dir.join("cut-{n}.folded").to_str().unwrap(),
-        "--",
-        calls.to_str().unwrap(),
-        "1.5",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
+    let err = text(
+        &profile_ok(&[
+            "-F",
+            "499",
+            "--every",
+            "0.3",
+            "--retry-max",
+            "0.2",
+            "--push",
+            &url,
+            "-o",
+            dir.join("cut-{n}.folded").to_str().unwrap(),
+            "--",
+            calls.to_str().unwrap(),
+            "1.5",
+        ])
+        .stderr,
+    );
     let line = err
         .lines()
         .find(|l| l.contains("samples in total"))
@@ -428,13 +357,8 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
 
 #[test]
 fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     require!(
         have("go", "version"),
         Skip::Environment,
@@ -444,19 +368,20 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     let calls = build_c(&dir, "calls");
     let rx = Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/ingest", rx.port);
-    let out = profile(&[
-        "-F",
-        "499",
-        "--push",
-        &url,
-        "--label",
-        "env=test",
-        "--",
-        calls.to_str().unwrap(),
-        "0.5",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
+    let err = text(
+        &profile_ok(&[
+            "-F",
+            "499",
+            "--push",
+            &url,
+            "--label",
+            "env=test",
+            "--",
+            calls.to_str().unwrap(),
+            "0.5",
+        ])
+        .stderr,
+    );
     let got = rx.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1, "{err}");
     let (path, body) = &got[0];
@@ -569,13 +494,8 @@ fn off_cpu_time_in_a_sleeping_function_is_attributed_within_ten_percent() {
 
 #[test]
 fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_exited() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     require!(
         cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
         Skip::Environment,
@@ -584,7 +504,7 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
     let dir = scratch("jit");
     let jit = build_c(&dir, "jit");
     let folded = dir.join("jit.folded");
-    let out = profile(&[
+    profile_ok(&[
         "-F",
         "499",
         "-o",
@@ -593,17 +513,11 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
         jit.to_str().unwrap(),
         "0.4",
     ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
     let stacks = folded_file(&folded);
-    let leaf = |name: &str| -> u64 {
-        stacks
-            .iter()
-            .filter(|(s, _)| s.split(';').any(|f| f == name))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let (first, second) = (leaf("jit_first"), leaf("jit_second"));
+    let (first, second) = (
+        samples_with(&stacks, "jit_first"),
+        samples_with(&stacks, "jit_second"),
+    );
     let total: u64 = stacks.values().sum();
     println!("jit_first {first}, jit_second {second} of {total} samples");
     // Each ran for 0.4 s of the ~0.8 s: most samples are named (jit_second only after a miss).
@@ -614,21 +528,9 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
 #[test]
 fn doctor_reads_frame_pointers_unwind_tables_build_ids_and_symbols_of_a_binary() {
     use perf_profile::doctor::{doctor, DoctorOptions, Status};
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_cc!();
     let dir = scratch("doctor");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let cc = |out: &str, flags: &[&str]| {
-        let bin = dir.join(out);
-        let o = Command::new("cc")
-            .args(flags)
-            .arg("-o")
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "cc: {}", text(&o.stderr));
-        bin
-    };
+    let cc = |out: &str, flags: &[&str]| common::cc(&dir, out, "calls.c", flags, &[]);
     let with = cc("fp", &["-O0", "-fno-omit-frame-pointer", "-Wl,--build-id"]);
     let without = cc(
         "nofp",
@@ -820,13 +722,8 @@ fn soak_system_wide_with_pushes_rss_flat_and_cpu_within_one_percent() {
 
 #[test]
 fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let dir = scratch("slow");
     let calls = build_c(&dir, "calls");
     // Each answer takes 0.8 s: far longer than an interval.
@@ -836,21 +733,22 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let started = std::time::Instant::now();
-    let out = profile(&[
-        "-F",
-        "499",
-        "--every",
-        "0.2",
-        "--push",
-        &url,
-        "-o",
-        dir.join("cut-{n}.folded").to_str().unwrap(),
-        "--",
-        calls.to_str().unwrap(),
-        "2.0",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
+    let err = text(
+        &profile_ok(&[
+            "-F",
+            "499",
+            "--every",
+            "0.2",
+            "--push",
+            &url,
+            "-o",
+            dir.join("cut-{n}.folded").to_str().unwrap(),
+            "--",
+            calls.to_str().unwrap(),
+            "2.0",
+        ])
+        .stderr,
+    );
     // The intervals were cut on time while pushes waited: one file per 0.2 s of the capture (10 for
     // 2 s of workload; a loaded machine starts the capture late, so at least 5 are asked for, where
     // cuts that waited on the 0.8 s pushes would give 3 at most).

@@ -41,15 +41,9 @@ mod tests {
         // Rust's linker passes --build-id on Linux by default; where it did not, there is nothing to compare.
         let exe = std::env::current_exe().unwrap();
         let ours = read(&exe);
-        let Ok(out) = std::process::Command::new("readelf")
-            .arg("-n")
-            .arg(&exe)
-            .output()
-        else {
-            println!("skipped: readelf is not installed");
+        let Some(text) = crate::elf::tests::readelf(&["-n"], &exe) else {
             return;
         };
-        let text = String::from_utf8_lossy(&out.stdout);
         let theirs = text
             .lines()
             .find_map(|l| l.trim().strip_prefix("Build ID: "))

@@ -110,15 +110,9 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let s = read(&exe).expect("this test binary is a 64-bit little-endian ELF file");
         assert!(s.has_tables());
-        let Ok(out) = std::process::Command::new("readelf")
-            .args(["-W", "-S"])
-            .arg(&exe)
-            .output()
-        else {
-            println!("skipped: readelf is not installed");
+        let Some(text) = crate::elf::tests::readelf(&["-W", "-S"], &exe) else {
             return;
         };
-        let text = String::from_utf8_lossy(&out.stdout);
         let line = text
             .lines()
             .find(|l| l.contains(" .eh_frame "))
