@@ -156,12 +156,20 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
     );
 }
 
-/// An accepted request: its path (with the query) and body.
-type Accepted = (String, Vec<u8>);
+/// An accepted request.
+#[derive(Clone, Debug)]
+struct Accepted {
+    /// Its path, with the query.
+    path: String,
+    /// Its `Content-Encoding`, if any.
+    encoding: Option<String>,
+    /// Its body, decompressed where `Content-Encoding: gzip` says so.
+    body: Vec<u8>,
+}
 
 /// A loopback HTTP receiver for the example's pushes (minimal HTTP/1.1 on std's TcpListener, in the
-/// test only): answers each request with `respond(request number)`, keeps the accepted ones'
-/// paths and bodies.
+/// test only): answers each request with `respond(request number)`, keeps the accepted ones
+/// (their bodies decompressed as their `Content-Encoding: gzip` says).
 struct Receiver {
     port: u16,
     got: std::sync::Arc<std::sync::Mutex<Vec<Accepted>>>,
@@ -212,12 +220,16 @@ impl Receiver {
                 let Some(head_end) = head_end else { continue };
                 let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
                 let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-                let len: usize = head
-                    .lines()
-                    .filter_map(|l| l.split_once(':'))
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.trim().parse().ok())
+                let header = |name: &str| {
+                    head.lines()
+                        .filter_map(|l| l.split_once(':'))
+                        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                        .map(|(_, v)| v.trim().to_owned())
+                };
+                let len: usize = header("content-length")
+                    .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
+                let encoding = header("content-encoding");
                 let mut body = buf[head_end..].to_vec();
                 while body.len() < len {
                     match s.read(&mut chunk) {
@@ -225,10 +237,21 @@ impl Receiver {
                         _ => break,
                     }
                 }
+                if encoding.as_deref() == Some("gzip") {
+                    let mut raw = Vec::new();
+                    match flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut raw) {
+                        Ok(_) => body = raw,
+                        Err(e) => panic!("Content-Encoding: gzip, but the body is not: {e}"),
+                    }
+                }
                 let code = respond(n);
                 n += 1;
                 if code == 200 {
-                    g.lock().unwrap().push((path, body));
+                    g.lock().unwrap().push(Accepted {
+                        path,
+                        encoding,
+                        body,
+                    });
                 }
                 let _ = write!(
                     s,
@@ -316,9 +339,14 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     let got = rx.got.lock().unwrap().clone();
     assert!(got.len() >= 2, "{} requests accepted", got.len());
     let mut arrived = 0i64;
-    for (path, body) in &got {
-        assert_eq!(path, "/v1development/profiles");
-        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&body[..]).unwrap();
+    for a in &got {
+        assert_eq!(a.path, "/v1development/profiles");
+        assert_eq!(
+            a.encoding.as_deref(),
+            Some("gzip"),
+            "OTLP bodies are gzip'd"
+        );
+        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&a.body[..]).unwrap();
         let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
         arrived += p.samples.iter().map(|s| s.values[0]).sum::<i64>();
     }
@@ -338,9 +366,9 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     match otel_python() {
         Ok(py) => {
             let mut pushed = BTreeMap::new();
-            for (i, (_, body)) in got.iter().enumerate() {
+            for (i, a) in got.iter().enumerate() {
                 let f = dir.join(format!("body-{i}.otlp"));
-                std::fs::write(&f, body).unwrap();
+                std::fs::write(&f, &a.body).unwrap();
                 let d = decode_otlp(&py, &f);
                 for (stack, n) in folded_json(&d["profiles"][0]["folded"]) {
                     *pushed.entry(stack).or_insert(0) += n;
@@ -384,7 +412,13 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     );
     let got = rx.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1, "{err}");
-    let (path, body) = &got[0];
+    let Accepted {
+        path,
+        encoding,
+        body,
+    } = &got[0];
+    // The body is pprof's own gzip file, not a compressed transfer.
+    assert_eq!(*encoding, None);
     // /ingest?name=calls{hostname=HOST,env=test}&from=..&until=..&format=pprof&...
     assert!(path.starts_with("/ingest?"), "{path}");
     let query: BTreeMap<&str, &str> = path["/ingest?".len()..]

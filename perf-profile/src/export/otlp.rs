@@ -58,6 +58,15 @@ fn index(n: u32) -> i32 {
     n as i32
 }
 
+/// The `profile_id`s of a profile's two OTLP profiles (one per sample type), kept by whoever sends
+/// the same profile again (a retried push), so that a receiver can tell a repeat.
+pub(crate) type ProfileIds = [Vec<u8>; 2];
+
+/// New [`ProfileIds`].
+pub(crate) fn new_profile_ids() -> ProfileIds {
+    [profile_id(), profile_id()]
+}
+
 /// A new `profile_id`: 16 random bytes, or none (the field is optional; a collector may assign
 /// one) where the system gives no random bytes.
 fn profile_id() -> Vec<u8> {
@@ -106,8 +115,14 @@ impl Profile {
         out
     }
 
-    /// The profile as an OTLP `ExportProfilesServiceRequest` (alpha: see the module's docs).
+    /// The profile as an OTLP `ExportProfilesServiceRequest` (alpha: see the module's docs), its
+    /// profiles with new random `profile_id`s.
     pub fn to_otlp(&self) -> ExportProfilesServiceRequest {
+        self.to_otlp_with_ids(new_profile_ids())
+    }
+
+    /// As [`to_otlp`](Self::to_otlp), with the profiles' `profile_id`s given.
+    pub(crate) fn to_otlp_with_ids(&self, ids: ProfileIds) -> ExportProfilesServiceRequest {
         let Dictionary {
             strings: mut s,
             mappings,
@@ -241,8 +256,11 @@ impl Profile {
         };
         let time_unix_nano = start_unix_nanos(&self.info);
         let period = period(&self.info);
+        let [count_id, period_id] = ids;
         let profile =
-            |vt: pb::ValueType, value: &dyn Fn(crate::aggregate::Counts) -> u64| pb::Profile {
+            |vt: pb::ValueType,
+             profile_id: Vec<u8>,
+             value: &dyn Fn(crate::aggregate::Counts) -> u64| pb::Profile {
                 sample_type: Some(vt),
                 samples: sampled
                     .iter()
@@ -257,12 +275,12 @@ impl Profile {
                 period_type: Some(period_vt),
                 period,
                 attribute_indices: attribute_indices.clone(),
-                profile_id: profile_id(),
+                profile_id,
                 ..pb::Profile::default()
             };
         let profiles = vec![
-            profile(count_vt, &|c| c.samples),
-            profile(period_vt, &|c| c.period),
+            profile(count_vt, count_id, &|c| c.samples),
+            profile(period_vt, period_id, &|c| c.period),
         ];
 
         let mut resource = Resource::default();
