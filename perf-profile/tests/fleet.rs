@@ -120,6 +120,13 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
 
     let profiles = d["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2, "{d}");
+    // Each profile has its own profile_id, 16 bytes.
+    let ids: Vec<&str> = profiles
+        .iter()
+        .map(|p| p["profile_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| id.len() == 32), "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
     assert_eq!(
         profiles[0]["sample_type"],
         serde_json::json!(["samples", "count"])
