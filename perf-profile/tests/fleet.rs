@@ -297,6 +297,46 @@ fn number_after(text: &str, prefix: &str) -> u64 {
         .unwrap()
 }
 
+/// The example's first line of `err` that has `what`.
+fn line_with<'a>(err: &'a str, what: &str) -> &'a str {
+    err.lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no {what:?} in:\n{err}"))
+}
+
+/// The example on `calls SECS` at 499 Hz, cut every `every` s into `DIR/cut-{n}.folded`, each cut
+/// pushed to `url`, with the `extra` options: its stderr.
+fn push_every(
+    dir: &Path,
+    calls: &Path,
+    url: &str,
+    every: &str,
+    extra: &[&str],
+    secs: &str,
+) -> String {
+    let cuts = dir.join("cut-{n}.folded");
+    let mut args = vec!["-F", "499", "--every", every, "--push", url];
+    args.extend(extra);
+    args.extend([
+        "-o",
+        cuts.to_str().unwrap(),
+        "--",
+        calls.to_str().unwrap(),
+        secs,
+    ]);
+    text(&profile_ok(&args).stderr)
+}
+
+/// The interval files [`push_every`] wrote into `dir`.
+fn cuts(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cut-"))
+        .map(|e| e.path())
+        .collect()
+}
+
 #[test]
 fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     require_sampling!();
@@ -306,33 +346,12 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
-    let err = text(
-        &profile_ok(&[
-            "-F",
-            "499",
-            "--every",
-            "0.3",
-            "--retry-max",
-            "0.2",
-            "--push",
-            &url,
-            "-o",
-            dir.join("cut-{n}.folded").to_str().unwrap(),
-            "--",
-            calls.to_str().unwrap(),
-            "1.5",
-        ])
-        .stderr,
+    let err = push_every(&dir, &calls, &url, "0.3", &["--retry-max", "0.2"], "1.5");
+    let (line, push) = (
+        line_with(&err, "samples in total"),
+        line_with(&err, "profile: push: sent"),
     );
-    let line = err
-        .lines()
-        .find(|l| l.contains("samples in total"))
-        .unwrap_or_else(|| panic!("no total in:\n{err}"));
     let total = number_after(line, "profile: ");
-    let push = err
-        .lines()
-        .find(|l| l.starts_with("profile: push: sent"))
-        .unwrap();
     println!("{push}; the capture's total: {total} samples");
     assert_eq!(number_after(push, "retried; "), 0, "none rejected: {push}");
     assert_eq!(
@@ -362,11 +381,9 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     // The interval files add up to the total too, stack by stack, and to what the official
     // decoder reads from the pushed bodies.
     let mut files = BTreeMap::new();
-    for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with("cut-") {
-            for (stack, n) in folded_file(&e.path()) {
-                *files.entry(stack).or_insert(0) += n;
-            }
+    for cut in cuts(&dir) {
+        for (stack, n) in folded_file(&cut) {
+            *files.entry(stack).or_insert(0) += n;
         }
     }
     assert_eq!(files.values().sum::<u64>(), total);
@@ -774,42 +791,16 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let started = std::time::Instant::now();
-    let err = text(
-        &profile_ok(&[
-            "-F",
-            "499",
-            "--every",
-            "0.2",
-            "--push",
-            &url,
-            "-o",
-            dir.join("cut-{n}.folded").to_str().unwrap(),
-            "--",
-            calls.to_str().unwrap(),
-            "2.0",
-        ])
-        .stderr,
-    );
+    let err = push_every(&dir, &calls, &url, "0.2", &[], "2.0");
     // The intervals were cut on time while pushes waited: one file per 0.2 s of the capture (10 for
     // 2 s of workload; a loaded machine starts the capture late, so at least 5 are asked for, where
     // cuts that waited on the 0.8 s pushes would give 3 at most).
-    let capture = err
-        .lines()
-        .find(|l| l.contains("samples in total in"))
-        .unwrap();
+    let capture = line_with(&err, "samples in total in");
     let intervals = number_after(capture, "samples in total in ");
-    let files = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("cut-"))
-        .count() as u64;
-    assert_eq!(files, intervals);
+    assert_eq!(cuts(&dir).len() as u64, intervals);
     assert!(intervals >= 5, "{intervals} intervals:\n{err}");
     let total = number_after(capture, "profile: ");
-    let push = err
-        .lines()
-        .find(|l| l.starts_with("profile: push: sent"))
-        .unwrap();
+    let push = line_with(&err, "profile: push: sent");
     println!(
         "{push}; {intervals} intervals, {total} samples, {:.1} s",
         started.elapsed().as_secs_f64()
