@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use common::{
-    build_c, example, folded_file, have, may_sample_commands, profile, profile_ok, require_cc,
-    require_sampling, samples_with, scratch, text,
+    build_c, example, folded_file, go_pprof_raw, have, may_sample_commands, profile, profile_ok,
+    require_cc, require_sampling, samples_with, scratch, text,
 };
 use tests::{require, Skip};
 
@@ -465,14 +465,7 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     assert!(from <= until && until - from < 30, "{from} {until}");
     let file = dir.join("ingest.pb.gz");
     std::fs::write(&file, body).unwrap();
-    let raw = Command::new("go")
-        .args(["tool", "pprof", "-raw"])
-        .arg(&file)
-        .env("HOME", &dir)
-        .output()
-        .unwrap();
-    assert!(raw.status.success(), "go tool pprof: {}", text(&raw.stderr));
-    let raw = text(&raw.stdout);
+    let raw = go_pprof_raw(&file).unwrap();
     assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
     for f in ["main", "outer", "hot_a", "hot_b", "leaf"] {
         assert!(

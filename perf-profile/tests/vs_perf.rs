@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{
-    build_workload, folded_file, have, profile, profile_ok, require_cc, require_sampling, scratch,
-    text, NO_FRAME_POINTERS,
+    build_workload, folded_file, go_pprof_raw, have, profile, profile_ok, require_cc,
+    require_sampling, scratch, text, NO_FRAME_POINTERS,
 };
 use tests::{require, Skip};
 
@@ -174,18 +174,7 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
     assert_shares_agree(&our_stacks, &perf);
 
     // A real consumer reads the pprof and sees the same stacks as the folded output.
-    if have("go", "version") {
-        let raw = Command::new("go")
-            .args(["tool", "pprof", "-raw", "-symbolize=none"])
-            .arg(&out_pprof)
-            .output()
-            .unwrap();
-        assert!(
-            raw.status.success(),
-            "go tool pprof failed: {}",
-            text(&raw.stderr)
-        );
-        let raw = text(&raw.stdout);
+    if let Some(raw) = go_pprof_raw(&out_pprof) {
         assert!(
             raw.contains("PeriodType: cpu nanoseconds") || raw.contains("PeriodType: cycles count"),
             "{raw}"
@@ -194,11 +183,6 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
             pprof_raw_stacks(&raw),
             our_stacks,
             "go tool pprof -raw:\n{raw}"
-        );
-    } else {
-        tests::skip(
-            Skip::Environment,
-            "go tool pprof: go is not installed (Debian: golang-go)",
         );
     }
 
@@ -385,18 +369,7 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
         .expect("cc writes a build id");
-    if have("go", "version") {
-        let raw = Command::new("go")
-            .args(["tool", "pprof", "-raw", "-symbolize=none"])
-            .arg(&out_pprof)
-            .output()
-            .unwrap();
-        assert!(
-            raw.status.success(),
-            "go tool pprof failed: {}",
-            text(&raw.stderr)
-        );
-        let raw = text(&raw.stdout);
+    if let Some(raw) = go_pprof_raw(&out_pprof) {
         let mapping = raw
             .lines()
             .skip_while(|l| *l != "Mappings")
@@ -409,11 +382,6 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
         assert!(
             !mapping.contains("[FN]"),
             "an unsymbolized mapping claims functions: {mapping}"
-        );
-    } else {
-        tests::skip(
-            Skip::Environment,
-            "go tool pprof: go is not installed (Debian: golang-go)",
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -146,6 +146,31 @@ pub fn samples_with<'a>(
         .sum()
 }
 
+/// What `go tool pprof -raw -symbolize=none FILE` prints (it must succeed; `HOME` is the file's
+/// folder, so that pprof keeps nothing in the user's); `None`, said as a skip, where go is not
+/// installed.
+pub fn go_pprof_raw(file: &Path) -> Option<String> {
+    if !have("go", "version") {
+        tests::skip(
+            tests::Skip::Environment,
+            "go tool pprof: go is not installed (Debian: golang-go)",
+        );
+        return None;
+    }
+    let raw = Command::new("go")
+        .args(["tool", "pprof", "-raw", "-symbolize=none"])
+        .arg(file)
+        .env("HOME", file.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        raw.status.success(),
+        "go tool pprof failed: {}",
+        text(&raw.stderr)
+    );
+    Some(text(&raw.stdout))
+}
+
 /// The samples per stack of folded text (`a;b;c 42` lines), a stack's lines added up.
 pub fn folded(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
