@@ -20,9 +20,14 @@
 //! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
 //! changes the capture's length. Prints `skipped: <reason>` where it cannot run.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{build_workload, have, NO_FRAME_POINTERS};
 
 /// What `wait4` says of a finished child.
 struct Usage {
@@ -59,15 +64,6 @@ fn spawn_usage(cmd: &mut Command) -> impl FnOnce() -> Usage {
     }
 }
 
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn skip(why: &str) {
     println!("skipped: {why}");
 }
@@ -100,20 +96,6 @@ fn main() {
     }
     slowdown(&profile);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn build_workload(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let bin = dir.join("calls");
-    let ok = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cc failed");
-    bin
 }
 
 fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
@@ -208,16 +190,7 @@ fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
 }
 
 fn dwarf(profile: &Path, dir: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let bin = dir.join("calls-O2");
-    let ok = Command::new("cc")
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cc failed");
+    let bin = common::cc(dir, "calls-O2", "calls.c", NO_FRAME_POINTERS, &[]);
     println!("-g dwarf, a command for 3 s of CPU at 999 Hz, symbolized at the end:");
     let (own, samples, ours) = dwarf_ours(profile, &bin, dir, "dwarf");
     let data = dir.join("dwarf.data");

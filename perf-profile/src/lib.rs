@@ -68,6 +68,7 @@
 pub mod aggregate;
 pub mod collect;
 pub mod doctor;
+mod elf;
 mod error;
 pub mod export;
 pub mod maps;

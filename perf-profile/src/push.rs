@@ -6,7 +6,8 @@
 //!
 //! - `…/v1development/profiles`: OTLP/HTTP, a `POST` of an `ExportProfilesServiceRequest` in
 //!   protobuf (`application/x-protobuf`; the signal is alpha, see
-//!   [`export::otlp`](crate::export::otlp)).
+//!   [`export::otlp`](crate::export::otlp)), gzip-compressed (`Content-Encoding: gzip`). A profile
+//!   sent again (a retry) keeps its `profile_id`s; one merged from several pending ones has new ids.
 //! - `…/ingest`: Pyroscope's ingest API, a `POST` of gzip-compressed pprof with `name`
 //!   (`SERVICE{hostname=HOST,LABEL=VALUE,…}`), `from` and `until` (Unix seconds), `format=pprof`,
 //!   `sampleRate`, `spyName=perf-profile`.
@@ -19,7 +20,7 @@
 //! # Delivery
 //!
 //! [`Pusher::push`] hands a profile to the sender thread and returns at once. The thread keeps the
-//! profiles not yet accepted in a queue bounded by bytes (their encoded size,
+//! profiles not yet accepted in a queue bounded by bytes (their encoded size before compression,
 //! [`PushOptions::queue_bytes`]):
 //!
 //! - a failed push (connection refused, a timeout, HTTP 5xx, 408 or 429) is retried with
@@ -37,6 +38,7 @@
 //! [`Stats::dropped_samples`]: crate::Stats::dropped_samples
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -48,6 +50,7 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use ureq::Agent;
 
 use crate::error::{Error, Result};
+use crate::export::otlp::{new_profile_ids, ProfileIds};
 use crate::profile::Profile;
 
 /// The environment variable holding a bearer token (`Authorization: Bearer …`).
@@ -299,7 +302,8 @@ pub struct PushOptions {
     pub ca_file: Option<PathBuf>,
     /// Credentials ([`Credentials::from_env`], [`Credentials::from_file`]).
     pub credentials: Credentials,
-    /// The most bytes of encoded profiles kept pending (default 8 MiB).
+    /// The most bytes of encoded profiles kept pending (OTLP counted before its gzip compression;
+    /// default 8 MiB).
     pub queue_bytes: usize,
     /// Each request's time limit, connecting included (default 10 s).
     pub timeout: Duration,
@@ -531,10 +535,20 @@ fn system_certs() -> Option<Vec<Certificate<'static>>> {
         .find_map(|p| read_certs(&p).ok().flatten())
 }
 
+/// `bytes` gzip-compressed.
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(bytes);
+    gz.finish().unwrap_or_default()
+}
+
 /// A profile waiting to be sent.
 struct Pending {
     profile: Profile,
-    /// Its encoded size.
+    /// Its OTLP profiles' ids, the same in every attempt.
+    ids: ProfileIds,
+    /// Its encoded size (before compression).
     bytes: usize,
     /// How many pushed profiles it holds (merged ones count each).
     profiles: u64,
@@ -670,13 +684,15 @@ impl Sender {
     }
 
     fn enqueue(&mut self, profile: Profile) {
-        let bytes = self.body(&profile).len();
-        self.queue.push_back(Pending {
+        let mut p = Pending {
             profile,
-            bytes,
+            ids: new_profile_ids(),
+            bytes: 0,
             profiles: 1,
-        });
-        self.queued_bytes += bytes;
+        };
+        p.bytes = self.body(&p).len();
+        self.queued_bytes += p.bytes;
+        self.queue.push_back(p);
         if self.queued_bytes <= self.opts.queue_bytes {
             return;
         }
@@ -689,7 +705,8 @@ impl Sender {
                     m.profile.merge(&p.profile);
                     m.profiles += p.profiles;
                 }
-                m.bytes = self.body(&m.profile).len();
+                m.ids = new_profile_ids();
+                m.bytes = self.body(m).len();
             }
             self.queue.extend(merged);
             self.queue.extend(newest);
@@ -719,7 +736,8 @@ impl Sender {
                     m.profile.merge(&p.profile);
                     m.profiles += p.profiles;
                 }
-                m.bytes = self.body(&m.profile).len();
+                m.ids = new_profile_ids();
+                m.bytes = self.body(m).len();
                 self.queued_bytes = m.bytes;
             }
             self.queue.extend(merged);
@@ -749,14 +767,14 @@ impl Sender {
         }
     }
 
-    /// The request body for `profile`.
-    fn body(&self, profile: &Profile) -> Vec<u8> {
+    /// The encoded profile: an OTLP request in protobuf, or gzip-compressed pprof.
+    fn body(&self, p: &Pending) -> Vec<u8> {
         match self.protocol {
-            Protocol::Otlp => profile.to_otlp().encode_to_vec(),
+            Protocol::Otlp => p.profile.to_otlp_with_ids(p.ids.clone()).encode_to_vec(),
             Protocol::Pyroscope => {
                 let mut out = Vec::new();
                 // Writing into a Vec cannot fail.
-                let _ = profile.write_pprof(&mut out);
+                let _ = p.profile.write_pprof(&mut out);
                 out
             }
         }
@@ -767,13 +785,17 @@ impl Sender {
         let Some(p) = self.queue.front() else {
             return Outcome::Sent;
         };
-        let body = self.body(&p.profile);
+        let mut body = self.body(p);
         let mut req = self.agent.post(&self.opts.url);
         for (n, v) in &self.headers {
             req = req.header(n.as_str(), v.as_str());
         }
         let req = match self.protocol {
-            Protocol::Otlp => req.content_type("application/x-protobuf"),
+            Protocol::Otlp => {
+                body = gzip(&body);
+                req.content_type("application/x-protobuf")
+                    .header("Content-Encoding", "gzip")
+            }
             Protocol::Pyroscope => {
                 let info = &p.profile.info;
                 let from = info
@@ -935,6 +957,15 @@ mod tests {
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
                 .map(|(_, v)| v.as_str())
         }
+
+        /// The OTLP request the body holds, gzip-compressed as `Content-Encoding` says.
+        fn otlp(&self) -> ExportProfilesServiceRequest {
+            assert_eq!(self.header("content-encoding"), Some("gzip"));
+            let mut raw = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&self.body[..]), &mut raw)
+                .expect("a gzip body");
+            ExportProfilesServiceRequest::decode(&raw[..]).unwrap()
+        }
     }
 
     type Respond = Box<dyn FnMut(usize, &Req) -> (u16, String) + Send>;
@@ -1085,9 +1116,18 @@ mod tests {
         }
     }
 
+    /// The `profile_id`s of a request's profiles.
+    fn ids(req: &Req) -> Vec<Vec<u8>> {
+        req.otlp().resource_profiles[0].scope_profiles[0]
+            .profiles
+            .iter()
+            .map(|p| p.profile_id.clone())
+            .collect()
+    }
+
     /// Per received request: (samples per leaf address, the dropped-samples attribute).
     fn decode(req: &Req) -> (std::collections::BTreeMap<u64, i64>, i64, i64) {
-        let r = ExportProfilesServiceRequest::decode(&req.body[..]).unwrap();
+        let r = req.otlp();
         let d = r.dictionary.unwrap();
         let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
         let mut by_leaf = std::collections::BTreeMap::new();
@@ -1130,12 +1170,15 @@ mod tests {
 
     #[test]
     fn refused_requests_are_retried_and_every_sample_arrives_once() {
-        // 503 for the first three requests, then accepted.
+        // 503 for the first three requests, then accepted; the refused ones' profile ids kept.
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let r = Arc::clone(&refused);
         let rx = Receiver::start(
             0,
             None,
-            Box::new(|n, _| {
+            Box::new(move |n, req| {
                 if n < 3 {
+                    r.lock().unwrap().push(ids(req));
                     (503, "busy".into())
                 } else {
                     (200, String::new())
@@ -1155,12 +1198,21 @@ mod tests {
         assert_eq!(st.failed_attempts, 3, "{st:?}");
         assert_eq!((st.dropped_profiles, st.dropped_samples), (0, 0), "{st:?}");
         let mut total = std::collections::BTreeMap::new();
-        for r in rx.got() {
+        let got = rx.got();
+        for r in &got {
             assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
-            for (leaf, n) in decode(&r).0 {
+            for (leaf, n) in decode(r).0 {
                 *total.entry(leaf).or_insert(0) += n;
             }
         }
+        // The first profile, refused three times, kept its ids; the others have their own.
+        let first = ids(&got[0]);
+        assert_eq!(*refused.lock().unwrap(), vec![first.clone(); 3]);
+        let mut all: Vec<Vec<u8>> = got.iter().flat_map(ids).collect();
+        assert!(all.iter().all(|id| id.len() == 16), "{all:?}");
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 2 * got.len(), "every profile's ids differ");
         let want: std::collections::BTreeMap<u64, i64> =
             (0..5).map(|i| (100 + i, 10 + i as i64)).collect();
         assert_eq!(total, want);

@@ -5,66 +5,18 @@
 //!   venv made under the target directory, or `PERF_PROFILE_PYTHON`) into the same stacks and
 //!   totals as the folded output of the same capture, with the resource attributes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use common::{
+    build_c, example, folded_file, go_pprof_raw, have, may_sample_commands, profile, profile_ok,
+    require_cc, require_sampling, samples_with, scratch, text,
+};
 use tests::{require, Skip};
-
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh directory for one test's files (not `/tmp/perf-*`, which perf takes for JIT maps).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profile-fleet-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn may_sample_commands() -> bool {
-    tests::is_root() || tests::paranoid() <= 1
-}
-
-/// Builds `tests/workload/NAME.c` with frame pointers into `dir`.
-fn build_c(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/workload/{name}.c"));
-    let bin = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc failed: {}", text(&out.stderr));
-    bin
-}
-
-/// The `profile` example, built once per test binary.
-fn example() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| tests::package_example_binary("perf-profile", "profile"))
-        .clone()
-}
-
-fn profile(args: &[&str]) -> Output {
-    Command::new(example())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// A Python with the official `opentelemetry-proto` package: `PERF_PROFILE_PYTHON`, else a venv
 /// made once under the target directory (`python3 -m venv`, `pip install opentelemetry-proto`).
@@ -117,15 +69,6 @@ fn decode_otlp(py: &Path, file: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn folded_file(path: &Path) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for line in std::fs::read_to_string(path).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').expect("stack count");
-        *out.entry(stack.to_owned()).or_default() += n.parse::<u64>().unwrap();
-    }
-    out
-}
-
 fn folded_json(v: &serde_json::Value) -> BTreeMap<String, u64> {
     v.as_object()
         .unwrap()
@@ -143,13 +86,8 @@ fn host_name() -> String {
 
 #[test]
 fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let py = match otel_python() {
         Ok(py) => py,
         Err(e) => return tests::skip(Skip::Environment, &e),
@@ -158,7 +96,7 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
     let calls = build_c(&dir, "calls");
     let otlp = dir.join("out.otlp");
     let folded = dir.join("out.folded");
-    let out = profile(&[
+    profile_ok(&[
         "-F",
         "499",
         "--service",
@@ -171,11 +109,6 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
         calls.to_str().unwrap(),
         "0.6",
     ]);
-    assert!(
-        out.status.success(),
-        "profile failed: {}",
-        text(&out.stderr)
-    );
     let d = decode_otlp(&py, &otlp);
 
     let r = &d["resource"];
@@ -187,6 +120,13 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
 
     let profiles = d["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2, "{d}");
+    // Each profile has its own profile_id, 16 bytes.
+    let ids: Vec<&str> = profiles
+        .iter()
+        .map(|p| p["profile_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| id.len() == 32), "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
     assert_eq!(
         profiles[0]["sample_type"],
         serde_json::json!(["samples", "count"])
@@ -223,12 +163,20 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
     );
 }
 
-/// An accepted request: its path (with the query) and body.
-type Accepted = (String, Vec<u8>);
+/// An accepted request.
+#[derive(Clone, Debug)]
+struct Accepted {
+    /// Its path, with the query.
+    path: String,
+    /// Its `Content-Encoding`, if any.
+    encoding: Option<String>,
+    /// Its body, decompressed where `Content-Encoding: gzip` says so.
+    body: Vec<u8>,
+}
 
 /// A loopback HTTP receiver for the example's pushes (minimal HTTP/1.1 on std's TcpListener, in the
-/// test only): answers each request with `respond(request number)`, keeps the accepted ones'
-/// paths and bodies.
+/// test only): answers each request with `respond(request number)`, keeps the accepted ones
+/// (their bodies decompressed as their `Content-Encoding: gzip` says).
 struct Receiver {
     port: u16,
     got: std::sync::Arc<std::sync::Mutex<Vec<Accepted>>>,
@@ -279,12 +227,16 @@ impl Receiver {
                 let Some(head_end) = head_end else { continue };
                 let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
                 let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-                let len: usize = head
-                    .lines()
-                    .filter_map(|l| l.split_once(':'))
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.trim().parse().ok())
+                let header = |name: &str| {
+                    head.lines()
+                        .filter_map(|l| l.split_once(':'))
+                        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                        .map(|(_, v)| v.trim().to_owned())
+                };
+                let len: usize = header("content-length")
+                    .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
+                let encoding = header("content-encoding");
                 let mut body = buf[head_end..].to_vec();
                 while body.len() < len {
                     match s.read(&mut chunk) {
@@ -292,10 +244,21 @@ impl Receiver {
                         _ => break,
                     }
                 }
+                if encoding.as_deref() == Some("gzip") {
+                    let mut raw = Vec::new();
+                    match flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut raw) {
+                        Ok(_) => body = raw,
+                        Err(e) => panic!("Content-Encoding: gzip, but the body is not: {e}"),
+                    }
+                }
                 let code = respond(n);
                 n += 1;
                 if code == 200 {
-                    g.lock().unwrap().push((path, body));
+                    g.lock().unwrap().push(Accepted {
+                        path,
+                        encoding,
+                        body,
+                    });
                 }
                 let _ = write!(
                     s,
@@ -334,46 +297,61 @@ fn number_after(text: &str, prefix: &str) -> u64 {
         .unwrap()
 }
 
+/// The example's first line of `err` that has `what`.
+fn line_with<'a>(err: &'a str, what: &str) -> &'a str {
+    err.lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no {what:?} in:\n{err}"))
+}
+
+/// The example on `calls SECS` at 499 Hz, cut every `every` s into `DIR/cut-{n}.folded`, each cut
+/// pushed to `url`, with the `extra` options: its stderr.
+fn push_every(
+    dir: &Path,
+    calls: &Path,
+    url: &str,
+    every: &str,
+    extra: &[&str],
+    secs: &str,
+) -> String {
+    let cuts = dir.join("cut-{n}.folded");
+    let mut args = vec!["-F", "499", "--every", every, "--push", url];
+    args.extend(extra);
+    args.extend([
+        "-o",
+        cuts.to_str().unwrap(),
+        "--",
+        calls.to_str().unwrap(),
+        secs,
+    ]);
+    text(&profile_ok(&args).stderr)
+}
+
+/// The interval files [`push_every`] wrote into `dir`.
+fn cuts(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cut-"))
+        .map(|e| e.path())
+        .collect()
+}
+
 #[test]
 fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let dir = scratch("continuous");
     let calls = build_c(&dir, "calls");
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
-    let out = profile(&[
-        "-F",
-        "499",
-        "--every",
-        "0.3",
-        "--retry-max",
-        "0.2",
-        "--push",
-        &url,
-        "-o",
-        dir.join("cut-{n}.folded").to_str().unwrap(),
-        "--",
-        calls.to_str().unwrap(),
-        "1.5",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
-    let line = err
-        .lines()
-        .find(|l| l.contains("samples in total"))
-        .unwrap_or_else(|| panic!("no total in:\n{err}"));
+    let err = push_every(&dir, &calls, &url, "0.3", &["--retry-max", "0.2"], "1.5");
+    let (line, push) = (
+        line_with(&err, "samples in total"),
+        line_with(&err, "profile: push: sent"),
+    );
     let total = number_after(line, "profile: ");
-    let push = err
-        .lines()
-        .find(|l| l.starts_with("profile: push: sent"))
-        .unwrap();
     println!("{push}; the capture's total: {total} samples");
     assert_eq!(number_after(push, "retried; "), 0, "none rejected: {push}");
     assert_eq!(
@@ -387,9 +365,14 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     let got = rx.got.lock().unwrap().clone();
     assert!(got.len() >= 2, "{} requests accepted", got.len());
     let mut arrived = 0i64;
-    for (path, body) in &got {
-        assert_eq!(path, "/v1development/profiles");
-        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&body[..]).unwrap();
+    for a in &got {
+        assert_eq!(a.path, "/v1development/profiles");
+        assert_eq!(
+            a.encoding.as_deref(),
+            Some("gzip"),
+            "OTLP bodies are gzip'd"
+        );
+        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&a.body[..]).unwrap();
         let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
         arrived += p.samples.iter().map(|s| s.values[0]).sum::<i64>();
     }
@@ -398,20 +381,18 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     // The interval files add up to the total too, stack by stack, and to what the official
     // decoder reads from the pushed bodies.
     let mut files = BTreeMap::new();
-    for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with("cut-") {
-            for (stack, n) in folded_file(&e.path()) {
-                *files.entry(stack).or_insert(0) += n;
-            }
+    for cut in cuts(&dir) {
+        for (stack, n) in folded_file(&cut) {
+            *files.entry(stack).or_insert(0) += n;
         }
     }
     assert_eq!(files.values().sum::<u64>(), total);
     match otel_python() {
         Ok(py) => {
             let mut pushed = BTreeMap::new();
-            for (i, (_, body)) in got.iter().enumerate() {
+            for (i, a) in got.iter().enumerate() {
                 let f = dir.join(format!("body-{i}.otlp"));
-                std::fs::write(&f, body).unwrap();
+                std::fs::write(&f, &a.body).unwrap();
                 let d = decode_otlp(&py, &f);
                 for (stack, n) in folded_json(&d["profiles"][0]["folded"]) {
                     *pushed.entry(stack).or_insert(0) += n;
@@ -428,13 +409,8 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
 
 #[test]
 fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     require!(
         have("go", "version"),
         Skip::Environment,
@@ -444,22 +420,29 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     let calls = build_c(&dir, "calls");
     let rx = Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/ingest", rx.port);
-    let out = profile(&[
-        "-F",
-        "499",
-        "--push",
-        &url,
-        "--label",
-        "env=test",
-        "--",
-        calls.to_str().unwrap(),
-        "0.5",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
+    let err = text(
+        &profile_ok(&[
+            "-F",
+            "499",
+            "--push",
+            &url,
+            "--label",
+            "env=test",
+            "--",
+            calls.to_str().unwrap(),
+            "0.5",
+        ])
+        .stderr,
+    );
     let got = rx.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1, "{err}");
-    let (path, body) = &got[0];
+    let Accepted {
+        path,
+        encoding,
+        body,
+    } = &got[0];
+    // The body is pprof's own gzip file, not a compressed transfer.
+    assert_eq!(*encoding, None);
     // /ingest?name=calls{hostname=HOST,env=test}&from=..&until=..&format=pprof&...
     assert!(path.starts_with("/ingest?"), "{path}");
     let query: BTreeMap<&str, &str> = path["/ingest?".len()..]
@@ -482,14 +465,7 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     assert!(from <= until && until - from < 30, "{from} {until}");
     let file = dir.join("ingest.pb.gz");
     std::fs::write(&file, body).unwrap();
-    let raw = Command::new("go")
-        .args(["tool", "pprof", "-raw"])
-        .arg(&file)
-        .env("HOME", &dir)
-        .output()
-        .unwrap();
-    assert!(raw.status.success(), "go tool pprof: {}", text(&raw.stderr));
-    let raw = text(&raw.stdout);
+    let raw = go_pprof_raw(&file).unwrap();
     assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
     for f in ["main", "outer", "hot_a", "hot_b", "leaf"] {
         assert!(
@@ -569,13 +545,8 @@ fn off_cpu_time_in_a_sleeping_function_is_attributed_within_ten_percent() {
 
 #[test]
 fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_exited() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     require!(
         cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
         Skip::Environment,
@@ -584,7 +555,7 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
     let dir = scratch("jit");
     let jit = build_c(&dir, "jit");
     let folded = dir.join("jit.folded");
-    let out = profile(&[
+    profile_ok(&[
         "-F",
         "499",
         "-o",
@@ -593,17 +564,11 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
         jit.to_str().unwrap(),
         "0.4",
     ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
     let stacks = folded_file(&folded);
-    let leaf = |name: &str| -> u64 {
-        stacks
-            .iter()
-            .filter(|(s, _)| s.split(';').any(|f| f == name))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let (first, second) = (leaf("jit_first"), leaf("jit_second"));
+    let (first, second) = (
+        samples_with(&stacks, "jit_first"),
+        samples_with(&stacks, "jit_second"),
+    );
     let total: u64 = stacks.values().sum();
     println!("jit_first {first}, jit_second {second} of {total} samples");
     // Each ran for 0.4 s of the ~0.8 s: most samples are named (jit_second only after a miss).
@@ -614,21 +579,9 @@ fn jit_frames_are_named_from_the_perf_map_also_after_the_process_deleted_it_and_
 #[test]
 fn doctor_reads_frame_pointers_unwind_tables_build_ids_and_symbols_of_a_binary() {
     use perf_profile::doctor::{doctor, DoctorOptions, Status};
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_cc!();
     let dir = scratch("doctor");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let cc = |out: &str, flags: &[&str]| {
-        let bin = dir.join(out);
-        let o = Command::new("cc")
-            .args(flags)
-            .arg("-o")
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "cc: {}", text(&o.stderr));
-        bin
-    };
+    let cc = |out: &str, flags: &[&str]| common::cc(&dir, out, "calls.c", flags, &[]);
     let with = cc("fp", &["-O0", "-fno-omit-frame-pointer", "-Wl,--build-id"]);
     let without = cc(
         "nofp",
@@ -820,13 +773,8 @@ fn soak_system_wide_with_pushes_rss_flat_and_cpu_within_one_percent() {
 
 #[test]
 fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have("cc", "--version"), Skip::Environment, "no C compiler");
+    require_sampling!();
+    require_cc!();
     let dir = scratch("slow");
     let calls = build_c(&dir, "calls");
     // Each answer takes 0.8 s: far longer than an interval.
@@ -836,41 +784,16 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let started = std::time::Instant::now();
-    let out = profile(&[
-        "-F",
-        "499",
-        "--every",
-        "0.2",
-        "--push",
-        &url,
-        "-o",
-        dir.join("cut-{n}.folded").to_str().unwrap(),
-        "--",
-        calls.to_str().unwrap(),
-        "2.0",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
+    let err = push_every(&dir, &calls, &url, "0.2", &[], "2.0");
     // The intervals were cut on time while pushes waited: one file per 0.2 s of the capture (10 for
     // 2 s of workload; a loaded machine starts the capture late, so at least 5 are asked for, where
     // cuts that waited on the 0.8 s pushes would give 3 at most).
-    let capture = err
-        .lines()
-        .find(|l| l.contains("samples in total in"))
-        .unwrap();
+    let capture = line_with(&err, "samples in total in");
     let intervals = number_after(capture, "samples in total in ");
-    let files = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("cut-"))
-        .count() as u64;
-    assert_eq!(files, intervals);
+    assert_eq!(cuts(&dir).len() as u64, intervals);
     assert!(intervals >= 5, "{intervals} intervals:\n{err}");
     let total = number_after(capture, "profile: ");
-    let push = err
-        .lines()
-        .find(|l| l.starts_with("profile: push: sent"))
-        .unwrap();
+    let push = line_with(&err, "profile: push: sent");
     println!(
         "{push}; {intervals} intervals, {total} samples, {:.1} s",
         started.elapsed().as_secs_f64()

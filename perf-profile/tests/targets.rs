@@ -4,16 +4,17 @@
 //! and a multithreaded one (both with frame pointers and with `-g dwarf`). Each decides at run
 //! time whether it may sample and says why it skips.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{
+    build_workload, cc, require_cc, require_sampling, samples_with, scratch, FRAME_POINTERS,
+    NO_FRAME_POINTERS,
+};
 use perf_profile::{CallGraph, Options, Profile, Profiler, Target};
-use tests::{require, Skip};
-
-fn may_sample() -> bool {
-    tests::is_root() || tests::paranoid() <= 1
-}
+use tests::Skip;
 
 /// Spins for `d` with its time in its own instructions (xorshift, no calls in the inner loop even
 /// in a debug build), so that the sampled address names it whatever the frame pointers.
@@ -35,12 +36,7 @@ fn spin_in_profile_self_test(d: Duration) -> u64 {
 
 #[test]
 fn this_process_is_profiled_and_a_snapshot_does_not_stop_it() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
+    require_sampling!();
     let mut opts = Options::default();
     opts.frequency = 499;
     let mut p = Profiler::start(Target::ThisProcess, &opts).unwrap();
@@ -77,12 +73,7 @@ fn this_process_is_profiled_and_a_snapshot_does_not_stop_it() {
 
 #[test]
 fn running_pids_are_profiled() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
+    require_sampling!();
     let mut child = Command::new("sh")
         .args(["-c", "i=0; while :; do i=$((i+1)); done"])
         .stdout(Stdio::null())
@@ -128,29 +119,10 @@ fn running_pids_are_profiled() {
 
 #[test]
 fn a_command_that_execs_is_followed_into_the_new_program() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    let cc_ok = Command::new("cc")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    require!(cc_ok, Skip::Environment, "no C compiler (cc)");
-    let dir = std::env::temp_dir().join(format!("profile-test-exec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let calls = dir.join("calls");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let built = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&calls)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success());
+    require_sampling!();
+    require_cc!();
+    let dir = scratch("exec");
+    let calls = build_workload(&dir);
     // The shell runs a little, then replaces itself with the workload: its mappings must go and
     // the workload's come, for the workload's frames to be named.
     let mut cmd = Command::new("sh");
@@ -170,66 +142,27 @@ fn a_command_that_execs_is_followed_into_the_new_program() {
         p.poll(Duration::from_millis(50)).unwrap();
     }
     let profile = p.finish().unwrap();
-    let folded = profile.folded();
-    let count = |f: &str| -> u64 {
-        folded
-            .iter()
-            .filter(|(s, _)| s.split(';').any(|x| x == f))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    assert!(count("hot_a") > 50 && count("hot_b") > 20, "{folded:#?}");
+    let (_, hot_a, _) = with_frames(&profile, "hot_a");
+    let (folded, hot_b, _) = with_frames(&profile, "hot_b");
+    assert!(hot_a > 50 && hot_b > 20, "{folded:#?}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn have_cc() -> bool {
-    Command::new("cc")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Each call-graph mode with the C flags its workloads are built with: frame pointers kept, or
 /// dropped for `-g dwarf` (x86_64 and aarch64).
 fn modes() -> Vec<(CallGraph, &'static [&'static str])> {
-    let mut m: Vec<(CallGraph, &[&str])> = vec![(
-        CallGraph::FramePointer,
-        &["-O0", "-g", "-fno-omit-frame-pointer"],
-    )];
+    let mut m = vec![(CallGraph::FramePointer, FRAME_POINTERS)];
     if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         m.push((
             CallGraph::Dwarf {
                 stack_size: perf_profile::collect::DEFAULT_STACK_SIZE,
             },
-            &["-O2", "-g", "-fomit-frame-pointer"],
+            NO_FRAME_POINTERS,
         ));
     } else {
         tests::skip(Skip::Environment, "-g dwarf unwinds on x86_64 and aarch64");
     }
     m
-}
-
-/// `cc FLAGS -o DIR/OUT tests/workload/SRC EXTRA...`.
-fn cc(dir: &Path, out: &str, src: &str, flags: &[&str], extra: &[&str]) -> PathBuf {
-    let bin = dir.join(out);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/workload")
-        .join(src);
-    let o = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cc {src:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    bin
 }
 
 /// Profiles `cmd` at 499 Hz until it ends.
@@ -249,30 +182,21 @@ fn profile_command(cmd: Command, call_graph: CallGraph) -> Profile {
     p.finish().unwrap()
 }
 
-/// Samples whose stack has `frames` (consecutive, root first), and all samples.
-fn with_frames(profile: &Profile, frames: &str) -> (u64, u64) {
+/// The profile's folded stacks, the samples whose stack has `frames` (consecutive, root first), and
+/// all samples.
+fn with_frames(profile: &Profile, frames: &str) -> (Vec<(String, u64)>, u64, u64) {
     let folded = profile.folded();
-    let needle = format!(";{frames};");
-    let hit = folded
-        .iter()
-        .filter(|(s, _)| format!(";{s};").contains(&needle))
-        .map(|(_, n)| n)
-        .sum();
-    (hit, folded.iter().map(|(_, n)| n).sum())
+    let hit = samples_with(folded.iter().map(|(s, n)| (s, n)), frames);
+    let total = folded.iter().map(|(_, n)| n).sum();
+    (folded, hit, total)
 }
 
 #[test]
 fn a_library_dlopened_after_the_start_has_its_frames_named() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have_cc(), Skip::Environment, "no C compiler (cc)");
+    require_sampling!();
+    require_cc!();
     for (mode, flags) in modes() {
-        let dir = std::env::temp_dir().join(format!("profile-test-dlopen-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("dlopen");
         let mut lib_flags = flags.to_vec();
         lib_flags.extend(["-shared", "-fPIC"]);
         let lib = cc(&dir, "libplugin.so", "plugin.c", &lib_flags, &[]);
@@ -282,12 +206,11 @@ fn a_library_dlopened_after_the_start_has_its_frames_named() {
         let mut cmd = Command::new(&host);
         cmd.arg(&lib).arg("0.5");
         let profile = profile_command(cmd, mode);
-        let (hit, total) = with_frames(&profile, "main;plugin_spin;plugin_leaf");
+        let (folded, hit, total) = with_frames(&profile, "main;plugin_spin;plugin_leaf");
         println!("{mode:?}: main;plugin_spin;plugin_leaf in {hit} of {total} samples");
         assert!(
             hit > 100 && hit * 10 >= total * 8,
-            "{mode:?}: {hit} of {total}: {:#?}",
-            profile.folded()
+            "{mode:?}: {hit} of {total}: {folded:#?}"
         );
         assert!(
             profile
@@ -302,28 +225,21 @@ fn a_library_dlopened_after_the_start_has_its_frames_named() {
 
 #[test]
 fn every_thread_of_a_multithreaded_process_is_sampled() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have_cc(), Skip::Environment, "no C compiler (cc)");
+    require_sampling!();
+    require_cc!();
     for (mode, flags) in modes() {
-        let dir = std::env::temp_dir().join(format!("profile-test-threads-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("threads");
         let bin = cc(&dir, "threads", "threads.c", flags, &["-pthread"]);
         // Three threads created after the start, 0.3 s of CPU each: ~450 samples at 499 Hz
         // (cpu-clock counts each thread's own time), whatever the load on the machine.
         let mut cmd = Command::new(&bin);
         cmd.arg("0.3");
         let profile = profile_command(cmd, mode);
-        let (hit, total) = with_frames(&profile, "worker;thread_spin");
+        let (folded, hit, total) = with_frames(&profile, "worker;thread_spin");
         println!("{mode:?}: worker;thread_spin in {hit} of {total} samples");
         assert!(
             hit >= 300 && hit * 10 >= total * 8,
-            "{mode:?}: {hit} of {total} (one thread alone would give ~150): {:#?}",
-            profile.folded()
+            "{mode:?}: {hit} of {total} (one thread alone would give ~150): {folded:#?}"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -6,69 +6,21 @@
 //! stacks; the SVG parses as XML and names every function; `--symbolize none` carries the build
 //! id `readelf -n` prints. Each test decides at run time and says why it skips.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{
+    build_workload, folded_file, go_pprof_raw, have, profile, profile_ok, require_cc,
+    require_sampling, scratch, text, NO_FRAME_POINTERS,
+};
 use tests::{require, Skip};
 
 const WORKLOAD: &[&str] = &["main", "outer", "hot_a", "hot_b", "leaf"];
 const A: &str = "main;outer;hot_a;leaf";
 const B: &str = "main;outer;hot_b;leaf";
-
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh directory for one test's files. Not `/tmp/perf-*`: perf takes any file under that prefix
-/// for a JIT map (`/tmp/perf-PID.map`) and leaves its frames `[unknown]`.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profile-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Builds the workload with frame pointers in every function (`-O0` keeps them in `leaf`, which
-/// calls nothing, and makes no tail calls that would drop `hot_a` and `hot_b` from the chains).
-fn build_workload(dir: &Path) -> PathBuf {
-    build_workload_with(
-        dir,
-        &["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline"],
-    )
-}
-
-fn build_workload_with(dir: &Path, flags: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/calls.c");
-    let bin = dir.join("calls");
-    let out = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc failed: {}", text(&out.stderr));
-    bin
-}
-
-fn profile(args: &[&str]) -> Output {
-    let bin = tests::package_example_binary("perf-profile", "profile");
-    Command::new(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// Keeps the workload's own frames of a stack (root first), joined by `;`.
 fn workload_stack<'a>(frames: impl Iterator<Item = &'a str>) -> String {
@@ -79,11 +31,9 @@ fn workload_stack<'a>(frames: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// Sample counts per workload stack of a folded file.
-fn folded_stacks(folded: &str) -> BTreeMap<String, u64> {
+fn folded_stacks(path: &Path) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    for line in folded.lines() {
-        let (stack, n) = line.rsplit_once(' ').expect("folded line: stack count");
-        let n: u64 = n.parse().expect("folded count");
+    for (stack, n) in folded_file(path) {
         *out.entry(workload_stack(stack.split(';'))).or_default() += n;
     }
     out
@@ -185,23 +135,10 @@ fn shares(stacks: &BTreeMap<String, u64>) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn may_sample_commands() -> bool {
-    tests::is_root() || tests::paranoid() <= 1
-}
-
 #[test]
 fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(
-        have("cc", "--version"),
-        Skip::Environment,
-        "no C compiler (cc)"
-    );
+    require_sampling!();
+    require_cc!();
     require!(
         have("perf", "--version"),
         Skip::Environment,
@@ -214,7 +151,7 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
     let out_pprof = dir.join("ours.pb.gz");
     let out_svg = dir.join("ours.svg");
 
-    let ours = profile(&[
+    profile_ok(&[
         "-F",
         "999",
         "-o",
@@ -227,13 +164,7 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
         calls_s,
         "1.5",
     ]);
-    assert!(
-        ours.status.success(),
-        "profile failed: {}",
-        text(&ours.stderr)
-    );
-    let folded = std::fs::read_to_string(&out_folded).unwrap();
-    let our_stacks = folded_stacks(&folded);
+    let our_stacks = folded_stacks(&out_folded);
 
     // `--buildid-mmap`: this kernel marks MMAP2 records with PERF_RECORD_MISC_MMAP_BUILD_ID even
     // when they carry the device and inode, and Debian's perf 6.1 then aborts reading the file
@@ -243,18 +174,7 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
     assert_shares_agree(&our_stacks, &perf);
 
     // A real consumer reads the pprof and sees the same stacks as the folded output.
-    if have("go", "version") {
-        let raw = Command::new("go")
-            .args(["tool", "pprof", "-raw", "-symbolize=none"])
-            .arg(&out_pprof)
-            .output()
-            .unwrap();
-        assert!(
-            raw.status.success(),
-            "go tool pprof failed: {}",
-            text(&raw.stderr)
-        );
-        let raw = text(&raw.stdout);
+    if let Some(raw) = go_pprof_raw(&out_pprof) {
         assert!(
             raw.contains("PeriodType: cpu nanoseconds") || raw.contains("PeriodType: cycles count"),
             "{raw}"
@@ -263,11 +183,6 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
             pprof_raw_stacks(&raw),
             our_stacks,
             "go tool pprof -raw:\n{raw}"
-        );
-    } else {
-        tests::skip(
-            Skip::Environment,
-            "go tool pprof: go is not installed (Debian: golang-go)",
         );
     }
 
@@ -361,32 +276,23 @@ fn assert_shares_agree(ours: &BTreeMap<String, u64>, perf: &BTreeMap<String, u64
 
 #[test]
 fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
+    require_sampling!();
     require!(
         cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
         Skip::Environment,
         "-g dwarf unwinds on x86_64 and aarch64"
     );
-    require!(
-        have("cc", "--version"),
-        Skip::Environment,
-        "no C compiler (cc)"
-    );
+    require_cc!();
     require!(
         have("perf", "--version"),
         Skip::Environment,
         "perf is not installed (Debian: linux-perf)"
     );
     let dir = scratch("dwarf");
-    let calls = build_workload_with(&dir, &["-O2", "-g", "-fomit-frame-pointer"]);
+    let calls = common::cc(&dir, "calls", "calls.c", NO_FRAME_POINTERS, &[]);
     let calls_s = calls.to_str().unwrap();
     let out_folded = dir.join("dwarf.folded");
-    let ours = profile(&[
+    profile_ok(&[
         "-F",
         "999",
         "-g",
@@ -397,19 +303,14 @@ fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
         calls_s,
         "1.0",
     ]);
-    assert!(
-        ours.status.success(),
-        "profile failed: {}",
-        text(&ours.stderr)
-    );
-    let our_stacks = folded_stacks(&std::fs::read_to_string(&out_folded).unwrap());
+    let our_stacks = folded_stacks(&out_folded);
     let perf = perf_record_stacks(&dir, &["--call-graph", "dwarf"], &[calls_s, "1.0"]);
     assert_shares_agree(&our_stacks, &perf);
 
     // The binary has no frame pointers: frame-pointer chains lose hot_a and hot_b, so the
     // agreement above is the DWARF unwinder's.
     let fp_folded = dir.join("fp.folded");
-    let fp = profile(&[
+    profile_ok(&[
         "-F",
         "999",
         "-o",
@@ -418,10 +319,7 @@ fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
         calls_s,
         "0.3",
     ]);
-    assert!(fp.status.success(), "profile failed: {}", text(&fp.stderr));
-    let fp_shares = shares(&folded_stacks(
-        &std::fs::read_to_string(&fp_folded).unwrap(),
-    ));
+    let fp_shares = shares(&folded_stacks(&fp_folded));
     let fp_a = fp_shares.get(A).copied().unwrap_or(0.0);
     println!("{A} with frame pointers: {fp_a:.1}%");
     assert!(fp_a < 30.0, "-g fp found {A} in {fp_a:.1}% of samples");
@@ -430,17 +328,8 @@ fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
 
 #[test]
 fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
-    require!(
-        may_sample_commands(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(
-        have("cc", "--version"),
-        Skip::Environment,
-        "no C compiler (cc)"
-    );
+    require_sampling!();
+    require_cc!();
     require!(
         have("readelf", "--version"),
         Skip::Environment,
@@ -450,7 +339,7 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
     let calls = build_workload(&dir);
     let out_folded = dir.join("none.folded");
     let out_pprof = dir.join("none.pprof");
-    let out = profile(&[
+    profile_ok(&[
         "--symbolize",
         "none",
         "-o",
@@ -461,11 +350,6 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
         calls.to_str().unwrap(),
         "0.5",
     ]);
-    assert!(
-        out.status.success(),
-        "profile failed: {}",
-        text(&out.stderr)
-    );
     let folded = std::fs::read_to_string(&out_folded).unwrap();
     assert!(folded.lines().any(|l| l.contains("calls+0x")), "{folded}");
     assert!(
@@ -485,18 +369,7 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
         .expect("cc writes a build id");
-    if have("go", "version") {
-        let raw = Command::new("go")
-            .args(["tool", "pprof", "-raw", "-symbolize=none"])
-            .arg(&out_pprof)
-            .output()
-            .unwrap();
-        assert!(
-            raw.status.success(),
-            "go tool pprof failed: {}",
-            text(&raw.stderr)
-        );
-        let raw = text(&raw.stdout);
+    if let Some(raw) = go_pprof_raw(&out_pprof) {
         let mapping = raw
             .lines()
             .skip_while(|l| *l != "Mappings")
@@ -509,11 +382,6 @@ fn symbolize_none_exports_addresses_and_the_build_id_readelf_shows() {
         assert!(
             !mapping.contains("[FN]"),
             "an unsymbolized mapping claims functions: {mapping}"
-        );
-    } else {
-        tests::skip(
-            Skip::Environment,
-            "go tool pprof: go is not installed (Debian: golang-go)",
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -554,7 +422,7 @@ fn bad_input_exits_1_or_2_and_leaves_no_file() {
         assert_eq!(o.status.code(), Some(*code), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
-    if may_sample_commands() {
+    if common::may_sample_commands() {
         let o = profile(&["-o", &out("x.folded"), "--", "/nonexistent/command"]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");

@@ -10,12 +10,13 @@
 //! `process.executable.name`), one scope (`perf-profile` and its version) and two profiles over the
 //! same samples, one per sample type, as the pprof exporter has two values per sample:
 //! `samples/count` and the period (`cpu/nanoseconds` for `cpu-clock`, `cycles/count` for `cycles`,
-//! `off_cpu/nanoseconds` for off-CPU profiles). The dictionary holds the tables the samples index
-//! (strings, mappings, locations, functions, stacks, attributes; each with the empty entry at 0).
+//! `off_cpu/nanoseconds` for off-CPU profiles), each with its own `profile_id` (16 random bytes,
+//! left out where the system gives none). The dictionary holds the tables the samples index
+//! (strings, mappings, locations, functions, stacks, attributes; each with the empty entry at 0);
+//! strings, mappings, locations and functions are the ones the pprof exporter writes too.
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::time::UNIX_EPOCH;
+use std::iter;
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
@@ -25,89 +26,55 @@ use opentelemetry_proto::tonic::profiles::v1development as pb;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
-use crate::aggregate::{Frame, FrameId};
+use super::dictionary::{period, period_type, start_unix_nanos, Dictionary, Interner, Strings};
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use crate::symbolize::Line;
 
 /// The OpenTelemetry semantic-convention attribute a mapping's GNU build id goes in (hex).
 pub const BUILD_ID_ATTRIBUTE: &str = "process.executable.build_id.gnu";
 
-/// The dictionary under construction: every table with its empty entry at index 0.
-struct Dictionary {
-    d: pb::ProfilesDictionary,
-    strings: HashMap<String, i32>,
-    functions: HashMap<(i32, i32), i32>,
-    stacks: HashMap<Vec<i32>, i32>,
+/// The attribute table, its empty entry at 0. Attributes are not interned: each is written once.
+struct Attributes(Vec<pb::KeyValueAndUnit>);
+
+impl Attributes {
+    fn new() -> Self {
+        Self(vec![pb::KeyValueAndUnit::default()])
+    }
+
+    /// Adds an attribute; its index.
+    fn add(&mut self, s: &mut Strings, key: &str, value: any_value::Value, unit: &str) -> i32 {
+        self.0.push(pb::KeyValueAndUnit {
+            key_strindex: index(s.id(key)),
+            value: Some(AnyValue { value: Some(value) }),
+            unit_strindex: index(s.id(unit)),
+        });
+        self.0.len() as i32 - 1
+    }
 }
 
-impl Dictionary {
-    fn new() -> Self {
-        let d = pb::ProfilesDictionary {
-            mapping_table: vec![pb::Mapping::default()],
-            location_table: vec![pb::Location::default()],
-            function_table: vec![pb::Function::default()],
-            link_table: vec![pb::Link::default()],
-            string_table: vec![String::new()],
-            attribute_table: vec![pb::KeyValueAndUnit::default()],
-            stack_table: vec![pb::Stack::default()],
-        };
-        Self {
-            d,
-            strings: HashMap::from([(String::new(), 0)]),
-            functions: HashMap::new(),
-            stacks: HashMap::new(),
-        }
-    }
+/// A table index of the shared dictionary as OTLP writes it. (A profile's tables stay far below
+/// 2^31 entries: each entry takes memory.)
+fn index(n: u32) -> i32 {
+    n as i32
+}
 
-    fn string(&mut self, s: &str) -> i32 {
-        if let Some(&i) = self.strings.get(s) {
-            return i;
-        }
-        let i = self.d.string_table.len() as i32;
-        self.d.string_table.push(s.to_owned());
-        self.strings.insert(s.to_owned(), i);
-        i
-    }
+/// The `profile_id`s of a profile's two OTLP profiles (one per sample type), kept by whoever sends
+/// the same profile again (a retried push), so that a receiver can tell a repeat.
+pub(crate) type ProfileIds = [Vec<u8>; 2];
 
-    fn attribute(&mut self, key: &str, value: any_value::Value, unit: &str) -> i32 {
-        let entry = pb::KeyValueAndUnit {
-            key_strindex: self.string(key),
-            value: Some(AnyValue { value: Some(value) }),
-            unit_strindex: self.string(unit),
-        };
-        let i = self.d.attribute_table.len() as i32;
-        self.d.attribute_table.push(entry);
-        i
-    }
+/// New [`ProfileIds`].
+pub(crate) fn new_profile_ids() -> ProfileIds {
+    [profile_id(), profile_id()]
+}
 
-    fn function(&mut self, line: &Line) -> i32 {
-        let name = self.string(&line.function);
-        let file = self.string(line.file.as_deref().unwrap_or(""));
-        if let Some(&i) = self.functions.get(&(name, file)) {
-            return i;
-        }
-        let i = self.d.function_table.len() as i32;
-        self.d.function_table.push(pb::Function {
-            name_strindex: name,
-            system_name_strindex: name,
-            filename_strindex: file,
-            start_line: 0,
-        });
-        self.functions.insert((name, file), i);
-        i
-    }
-
-    fn stack(&mut self, locations: Vec<i32>) -> i32 {
-        if let Some(&i) = self.stacks.get(&locations) {
-            return i;
-        }
-        let i = self.d.stack_table.len() as i32;
-        self.d.stack_table.push(pb::Stack {
-            location_indices: locations.clone(),
-        });
-        self.stacks.insert(locations, i);
-        i
+/// A new `profile_id`: 16 random bytes, or none (the field is optional; a collector may assign
+/// one) where the system gives no random bytes.
+fn profile_id() -> Vec<u8> {
+    let mut id = [0u8; 16];
+    match getrandom::fill(&mut id) {
+        // All zeros is the one invalid id.
+        Ok(()) if id != [0; 16] => id.to_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -148,119 +115,97 @@ impl Profile {
         out
     }
 
-    /// The profile as an OTLP `ExportProfilesServiceRequest` (alpha: see the module's docs).
+    /// The profile as an OTLP `ExportProfilesServiceRequest` (alpha: see the module's docs), its
+    /// profiles with new random `profile_id`s.
     pub fn to_otlp(&self) -> ExportProfilesServiceRequest {
-        let mut dict = Dictionary::new();
+        self.to_otlp_with_ids(new_profile_ids())
+    }
 
-        // Mappings: the user ones frames name, then one for the kernel.
-        let mut mapping_ids: HashMap<u32, i32> = HashMap::new();
-        let mut kernel_range: Option<(u64, u64)> = None;
-        for frame in self.stacks.frames() {
-            match *frame {
-                Frame::User { mapping, .. } => {
-                    if mapping_ids.contains_key(&mapping.0) {
-                        continue;
-                    }
-                    let Some(m) = self.mappings.get(mapping.0 as usize) else {
-                        continue;
-                    };
-                    let mut attribute_indices = Vec::new();
-                    if let Some(id) = m.build_id_hex() {
-                        attribute_indices.push(dict.attribute(
-                            BUILD_ID_ATTRIBUTE,
-                            string_value(id),
-                            "",
-                        ));
-                    }
-                    let filename_strindex = dict.string(&m.path);
-                    let i = dict.d.mapping_table.len() as i32;
-                    dict.d.mapping_table.push(pb::Mapping {
-                        memory_start: m.start,
-                        memory_limit: m.end,
-                        file_offset: m.file_offset,
-                        filename_strindex,
-                        attribute_indices,
-                    });
-                    mapping_ids.insert(mapping.0, i);
+    /// As [`to_otlp`](Self::to_otlp), with the profiles' `profile_id`s given.
+    pub(crate) fn to_otlp_with_ids(&self, ids: ProfileIds) -> ExportProfilesServiceRequest {
+        let Dictionary {
+            strings: mut s,
+            mappings,
+            functions,
+            locations,
+        } = Dictionary::of(self);
+        let mut attributes = Attributes::new();
+        let mapping_table = iter::once(pb::Mapping::default())
+            .chain(mappings.iter().map(|m| {
+                pb::Mapping {
+                    memory_start: m.start,
+                    memory_limit: m.limit,
+                    file_offset: m.file_offset,
+                    filename_strindex: index(m.filename),
+                    attribute_indices: m
+                        .build_id
+                        .iter()
+                        .map(|id| {
+                            attributes.add(&mut s, BUILD_ID_ATTRIBUTE, string_value(id.clone()), "")
+                        })
+                        .collect(),
                 }
-                Frame::Kernel { addr } => {
-                    let (lo, hi) = kernel_range.unwrap_or((addr, addr));
-                    kernel_range = Some((lo.min(addr), hi.max(addr)));
-                }
-                Frame::KernelHidden => {
-                    kernel_range.get_or_insert((0, 0));
-                }
-                Frame::Unmapped { .. } | Frame::Jit { .. } => {}
-            }
-        }
-        let kernel_mapping = kernel_range.map(|(lo, hi)| {
-            let filename_strindex = dict.string("[kernel.kallsyms]");
-            let i = dict.d.mapping_table.len() as i32;
-            dict.d.mapping_table.push(pb::Mapping {
-                memory_start: lo,
-                memory_limit: hi.saturating_add(1),
-                file_offset: 0,
-                filename_strindex,
-                attribute_indices: Vec::new(),
-            });
-            i
-        });
-
+            }))
+            .collect();
+        let function_table = iter::once(pb::Function::default())
+            .chain(functions.into_values().into_iter().map(|f| pb::Function {
+                name_strindex: index(f.name),
+                system_name_strindex: index(f.name),
+                filename_strindex: index(f.file),
+                start_line: 0,
+            }))
+            .collect();
         // A location per frame, at index frame id + 1.
-        let hidden = [Line {
-            function: "[kernel]".into(),
-            file: None,
-            line: None,
-        }];
-        for (i, frame) in self.stacks.frames().iter().enumerate() {
-            let (mapping_index, address) = match *frame {
-                Frame::User { mapping, addr } => {
-                    (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
+        let location_table = iter::once(pb::Location::default())
+            .chain(locations.iter().map(|l| {
+                pb::Location {
+                    mapping_index: index(l.mapping),
+                    address: l.address,
+                    lines: l
+                        .lines
+                        .iter()
+                        .map(|&(function, line)| pb::Line {
+                            function_index: index(function),
+                            line,
+                            column: 0,
+                        })
+                        .collect(),
+                    attribute_indices: Vec::new(),
                 }
-                Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
-                Frame::Kernel { addr } => (kernel_mapping.unwrap_or(0), addr),
-                Frame::KernelHidden => (kernel_mapping.unwrap_or(0), 0),
-            };
-            let named = match frame {
-                Frame::KernelHidden => &hidden[..],
-                _ => self.lines(FrameId(i as u32)),
-            };
-            let lines = named
-                .iter()
-                .map(|l| pb::Line {
-                    function_index: dict.function(l),
-                    line: l.line.map_or(0, i64::from),
-                    column: 0,
-                })
-                .collect();
-            dict.d.location_table.push(pb::Location {
-                mapping_index,
-                address,
-                lines,
-                attribute_indices: Vec::new(),
-            });
-        }
+            }))
+            .collect();
 
         // Stacks (leaf first, as pprof) and their counts.
+        let mut stacks = Interner::new();
         let mut sampled = Vec::new();
         for (stack, counts) in self.stacks.sampled() {
-            let locations = self
+            let locations: Vec<i32> = self
                 .stacks
                 .frames_of(stack)
                 .map(|f| f.0 as i32 + 1)
                 .collect();
-            sampled.push((dict.stack(locations), counts));
+            sampled.push((index(stacks.id(&locations[..])), counts));
         }
+        let stack_table = iter::once(pb::Stack::default())
+            .chain(
+                stacks
+                    .into_values()
+                    .into_iter()
+                    .map(|location_indices| pb::Stack { location_indices }),
+            )
+            .collect();
 
         // What the capture counted and lost, on both profiles.
         let st = &self.info.stats;
         let mut attribute_indices = vec![
-            dict.attribute(
+            attributes.add(
+                &mut s,
                 "perf_profile.event",
                 string_value(self.info.event.clone()),
                 "",
             ),
-            dict.attribute(
+            attributes.add(
+                &mut s,
                 "perf_profile.frequency",
                 any_value::Value::IntValue(self.info.frequency as i64),
                 "Hz",
@@ -274,7 +219,12 @@ impl Profile {
             ("perf_profile.dropped_profiles", st.dropped_profiles),
             ("perf_profile.dropped_samples", st.dropped_samples),
         ] {
-            attribute_indices.push(dict.attribute(key, any_value::Value::IntValue(n as i64), ""));
+            attribute_indices.push(attributes.add(
+                &mut s,
+                key,
+                any_value::Value::IntValue(n as i64),
+                "",
+            ));
         }
         if !self.info.notes.is_empty() {
             let notes = ArrayValue {
@@ -287,30 +237,30 @@ impl Profile {
                     })
                     .collect(),
             };
-            attribute_indices.push(dict.attribute(
+            attribute_indices.push(attributes.add(
+                &mut s,
                 "perf_profile.notes",
                 any_value::Value::ArrayValue(notes),
                 "",
             ));
         }
 
-        let (period_type, period_unit) = crate::export::pprof::period_type(&self.info);
+        let (period_type, period_unit) = period_type(&self.info);
         let period_vt = pb::ValueType {
-            type_strindex: dict.string(period_type),
-            unit_strindex: dict.string(period_unit),
+            type_strindex: index(s.id(period_type)),
+            unit_strindex: index(s.id(period_unit)),
         };
         let count_vt = pb::ValueType {
-            type_strindex: dict.string("samples"),
-            unit_strindex: dict.string("count"),
+            type_strindex: index(s.id("samples")),
+            unit_strindex: index(s.id("count")),
         };
-        let time_unix_nano = self
-            .info
-            .start
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let period = crate::export::pprof::period(&self.info);
+        let time_unix_nano = start_unix_nanos(&self.info);
+        let period = period(&self.info);
+        let [count_id, period_id] = ids;
         let profile =
-            |vt: pb::ValueType, value: &dyn Fn(crate::aggregate::Counts) -> u64| pb::Profile {
+            |vt: pb::ValueType,
+             profile_id: Vec<u8>,
+             value: &dyn Fn(crate::aggregate::Counts) -> u64| pb::Profile {
                 sample_type: Some(vt),
                 samples: sampled
                     .iter()
@@ -325,11 +275,12 @@ impl Profile {
                 period_type: Some(period_vt),
                 period,
                 attribute_indices: attribute_indices.clone(),
+                profile_id,
                 ..pb::Profile::default()
             };
         let profiles = vec![
-            profile(count_vt, &|c| c.samples),
-            profile(period_vt, &|c| c.period),
+            profile(count_vt, count_id, &|c| c.samples),
+            profile(period_vt, period_id, &|c| c.period),
         ];
 
         let mut resource = Resource::default();
@@ -354,7 +305,15 @@ impl Profile {
                 }],
                 schema_url: String::new(),
             }],
-            dictionary: Some(dict.d),
+            dictionary: Some(pb::ProfilesDictionary {
+                mapping_table,
+                location_table,
+                function_table,
+                link_table: vec![pb::Link::default()],
+                string_table: s.table(),
+                attribute_table: attributes.0,
+                stack_table,
+            }),
         }
     }
 
@@ -373,33 +332,58 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::dictionary::tests::sample_profile;
 
     #[test]
-    fn dictionary_tables_start_with_their_empty_entry_and_intern() {
-        let mut d = Dictionary::new();
-        assert_eq!(d.string(""), 0);
-        let a = d.string("a");
-        assert_eq!(d.string("a"), a);
-        let l = Line {
-            function: "f".into(),
-            file: Some("f.c".into()),
-            line: Some(3),
-        };
-        let f = d.function(&l);
-        assert_eq!(f, 1);
-        assert_eq!(d.function(&l), f);
-        let s = d.stack(vec![1, 2]);
-        assert_eq!(s, 1);
-        assert_eq!(d.stack(vec![1, 2]), 1);
-        assert_eq!(d.stack(vec![2]), 2);
-        for len in [
-            d.d.mapping_table.len(),
-            d.d.location_table.len(),
-            d.d.link_table.len(),
-            d.d.attribute_table.len(),
-        ] {
-            assert_eq!(len, 1);
-        }
-        assert_eq!(d.d.stack_table[0], pb::Stack::default());
+    fn every_table_starts_with_its_empty_entry_and_each_profile_has_its_own_id() {
+        let p = sample_profile();
+        let r = p.to_otlp();
+        let d = r.dictionary.as_ref().unwrap();
+        assert_eq!(d.string_table[0], "");
+        assert_eq!(d.mapping_table[0], pb::Mapping::default());
+        assert_eq!(d.location_table[0], pb::Location::default());
+        assert_eq!(d.function_table[0], pb::Function::default());
+        assert_eq!(d.link_table, [pb::Link::default()]);
+        assert_eq!(d.attribute_table[0], pb::KeyValueAndUnit::default());
+        assert_eq!(d.stack_table[0], pb::Stack::default());
+        // The shared tables, one entry more each; the build id as an attribute of its mapping.
+        let shared = Dictionary::of(&p);
+        assert_eq!(d.mapping_table.len(), shared.mappings.len() + 1);
+        assert_eq!(d.location_table.len(), p.stacks().frames().len() + 1);
+        assert_eq!(
+            d.function_table.len(),
+            shared.functions.into_values().len() + 1
+        );
+        let a = &d.attribute_table[d.mapping_table[1].attribute_indices[0] as usize];
+        assert_eq!(d.string_table[a.key_strindex as usize], BUILD_ID_ATTRIBUTE);
+        assert_eq!(
+            a.value.as_ref().unwrap().value,
+            Some(string_value("0a0b0c"))
+        );
+        let names: Vec<&str> = d.location_table[1..]
+            .iter()
+            .flat_map(|l| &l.lines)
+            .map(|l| {
+                let f = &d.function_table[l.function_index as usize];
+                d.string_table[f.name_strindex as usize].as_str()
+            })
+            .collect();
+        assert_eq!(names, ["main", "leaf", "inlined", "[kernel]"]);
+
+        let ids: Vec<&[u8]> = r.resource_profiles[0].scope_profiles[0]
+            .profiles
+            .iter()
+            .map(|p| &p.profile_id[..])
+            .collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids
+            .iter()
+            .all(|id| id.len() == 16 && id.iter().any(|&b| b != 0)));
+        assert_ne!(ids[0], ids[1]);
+        let again = p.to_otlp();
+        assert_ne!(
+            again.resource_profiles[0].scope_profiles[0].profiles[0].profile_id,
+            ids[0]
+        );
     }
 }

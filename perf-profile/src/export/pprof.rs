@@ -1,63 +1,14 @@
 //! pprof `profile.proto`, through the prost types generated from the vendored schema
 //! (`cargo xtask pprof-proto`), gzip-compressed as pprof expects on disk.
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::time::UNIX_EPOCH;
 
 use prost::Message;
 
-use crate::aggregate::{Frame, FrameId};
+use super::dictionary::{period, period_type, start_unix_nanos, Dictionary};
 use crate::error::{Error, Result};
-use crate::profile::{Info, Profile};
+use crate::profile::Profile;
 use crate::proto::perftools::profiles as pb;
-use crate::symbolize::Mode;
-
-/// The string table: index 0 is the empty string, as pprof requires.
-struct Strings {
-    table: Vec<String>,
-    index: HashMap<String, i64>,
-}
-
-impl Strings {
-    fn new() -> Self {
-        Self {
-            table: vec![String::new()],
-            index: HashMap::from([(String::new(), 0)]),
-        }
-    }
-
-    fn id(&mut self, s: &str) -> i64 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        let i = self.table.len() as i64;
-        self.table.push(s.to_owned());
-        self.index.insert(s.to_owned(), i);
-        i
-    }
-}
-
-/// The type and unit of a profile's period value: `off_cpu/nanoseconds` off CPU,
-/// `cpu/nanoseconds` for `cpu-clock`, the event and `count` otherwise.
-pub(crate) fn period_type(info: &Info) -> (&str, &'static str) {
-    if crate::offcpu::is_off_cpu(info) {
-        ("off_cpu", "nanoseconds")
-    } else if info.event == "cpu-clock" {
-        ("cpu", "nanoseconds")
-    } else {
-        (info.event.as_str(), "count")
-    }
-}
-
-/// The sampling period in the period type's unit, where it is fixed (`cpu-clock`: 1 s / frequency).
-pub(crate) fn period(info: &Info) -> i64 {
-    if info.event == "cpu-clock" {
-        1_000_000_000 / info.frequency.max(1) as i64
-    } else {
-        0
-    }
-}
 
 impl Profile {
     /// The profile as a pprof `Profile` message (not compressed).
@@ -67,133 +18,68 @@ impl Profile {
     /// address and, when symbolized, `Line`s innermost first); mappings carry their file, offset
     /// and build id; lost and throttled counts and notes go into `comment`.
     pub fn to_pprof(&self) -> pb::Profile {
-        let mut s = Strings::new();
+        let dict = Dictionary::of(self);
+        let mut s = dict.strings;
         let (period_type, period_unit) = period_type(&self.info);
-        let value_type = |s: &mut Strings, t: &str, u: &str| pb::ValueType {
-            r#type: s.id(t),
-            unit: s.id(u),
+        let mut value_type = |t: &str, u: &str| pb::ValueType {
+            r#type: s.id(t).into(),
+            unit: s.id(u).into(),
         };
         let sample_type = vec![
-            value_type(&mut s, "samples", "count"),
-            value_type(&mut s, period_type, period_unit),
+            value_type("samples", "count"),
+            value_type(period_type, period_unit),
         ];
-        let period_vt = value_type(&mut s, period_type, period_unit);
-
-        // Mappings: the ones frames name, then one for the kernel.
-        let symbolized = self.info.symbolize == Mode::Local;
-        let mut mapping_ids: HashMap<u32, u64> = HashMap::new();
-        let mut mappings = Vec::new();
-        let mut kernel_range: Option<(u64, u64)> = None;
-        for frame in self.stacks.frames() {
-            match *frame {
-                Frame::User { mapping, .. } => {
-                    if mapping_ids.contains_key(&mapping.0) {
-                        continue;
-                    }
-                    let Some(m) = self.mappings.get(mapping.0 as usize) else {
-                        continue;
-                    };
-                    let id = mappings.len() as u64 + 1;
-                    mapping_ids.insert(mapping.0, id);
-                    let resolved = symbolized && m.is_file();
-                    mappings.push(pb::Mapping {
-                        id,
-                        memory_start: m.start,
-                        memory_limit: m.end,
-                        file_offset: m.file_offset,
-                        filename: s.id(&m.path),
-                        build_id: s.id(&m.build_id_hex().unwrap_or_default()),
-                        has_functions: resolved,
-                        has_filenames: resolved,
-                        has_line_numbers: resolved,
-                        has_inline_frames: resolved,
-                    });
-                }
-                Frame::Kernel { addr } => {
-                    let (lo, hi) = kernel_range.unwrap_or((addr, addr));
-                    kernel_range = Some((lo.min(addr), hi.max(addr)));
-                }
-                Frame::KernelHidden => {
-                    kernel_range.get_or_insert((0, 0));
-                }
-                Frame::Unmapped { .. } | Frame::Jit { .. } => {}
-            }
-        }
-        let kernel_mapping = kernel_range.map(|(lo, hi)| {
-            let id = mappings.len() as u64 + 1;
-            mappings.push(pb::Mapping {
+        let period_vt = value_type(period_type, period_unit);
+        let mapping = dict
+            .mappings
+            .iter()
+            .zip(1..)
+            .map(|(m, id)| pb::Mapping {
                 id,
-                memory_start: lo,
-                memory_limit: hi.saturating_add(1),
-                file_offset: 0,
-                filename: s.id("[kernel.kallsyms]"),
-                build_id: 0,
-                has_functions: symbolized,
-                has_filenames: false,
-                has_line_numbers: false,
-                has_inline_frames: false,
-            });
-            id
-        });
-
-        // Functions, interned by (name, file); a location per frame.
-        let mut functions: Vec<pb::Function> = Vec::new();
-        let mut function_ids: HashMap<(String, String), u64> = HashMap::new();
-        let mut locations = Vec::with_capacity(self.stacks.frames().len());
-        for (i, frame) in self.stacks.frames().iter().enumerate() {
-            let id = FrameId(i as u32);
-            let (mapping_id, address) = match *frame {
-                Frame::User { mapping, addr } => {
-                    (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
-                }
-                Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
-                Frame::Kernel { addr } => (kernel_mapping.unwrap_or(0), addr),
-                Frame::KernelHidden => (kernel_mapping.unwrap_or(0), 0),
-            };
-            let mut lines = Vec::new();
-            let named = self.lines(id);
-            let hidden = [crate::symbolize::Line {
-                function: "[kernel]".into(),
-                file: None,
-                line: None,
-            }];
-            let named = if matches!(frame, Frame::KernelHidden) {
-                &hidden[..]
-            } else {
-                named
-            };
-            for l in named {
-                let file = l.file.clone().unwrap_or_default();
-                let key = (l.function.clone(), file);
-                let function_id = match function_ids.get(&key) {
-                    Some(&f) => f,
-                    None => {
-                        let f = functions.len() as u64 + 1;
-                        functions.push(pb::Function {
-                            id: f,
-                            name: s.id(&key.0),
-                            system_name: s.id(&key.0),
-                            filename: s.id(&key.1),
-                            start_line: 0,
-                        });
-                        function_ids.insert(key, f);
-                        f
-                    }
-                };
-                lines.push(pb::Line {
-                    function_id,
-                    line: l.line.map_or(0, i64::from),
-                    column: 0,
-                });
-            }
-            locations.push(pb::Location {
-                id: i as u64 + 1,
-                mapping_id,
-                address,
-                line: lines,
+                memory_start: m.start,
+                memory_limit: m.limit,
+                file_offset: m.file_offset,
+                filename: m.filename.into(),
+                build_id: s.id(m.build_id.as_deref().unwrap_or("")).into(),
+                has_functions: m.has_functions,
+                has_filenames: m.has_lines,
+                has_line_numbers: m.has_lines,
+                has_inline_frames: m.has_lines,
+            })
+            .collect();
+        let function = dict
+            .functions
+            .into_values()
+            .into_iter()
+            .zip(1..)
+            .map(|(f, id)| pb::Function {
+                id,
+                name: f.name.into(),
+                system_name: f.name.into(),
+                filename: f.file.into(),
+                start_line: 0,
+            })
+            .collect();
+        let location = dict
+            .locations
+            .iter()
+            .zip(1..)
+            .map(|(l, id)| pb::Location {
+                id,
+                mapping_id: l.mapping.into(),
+                address: l.address,
+                line: l
+                    .lines
+                    .iter()
+                    .map(|&(function, line)| pb::Line {
+                        function_id: function.into(),
+                        line,
+                        column: 0,
+                    })
+                    .collect(),
                 is_folded: false,
-            });
-        }
+            })
+            .collect();
 
         let sample = self
             .stacks
@@ -225,23 +111,18 @@ impl Profile {
             ));
         }
         comments.extend(self.info.notes.iter().cloned());
-        let comment = comments.iter().map(|c| s.id(c)).collect();
-        let time_nanos = self
-            .info
-            .start
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let comment = comments.iter().map(|c| s.id(c).into()).collect();
 
         pb::Profile {
             sample_type,
             sample,
-            mapping: mappings,
-            location: locations,
-            function: functions,
-            string_table: s.table,
+            mapping,
+            location,
+            function,
+            string_table: s.table(),
             drop_frames: 0,
             keep_frames: 0,
-            time_nanos,
+            time_nanos: start_unix_nanos(&self.info) as i64,
             duration_nanos: self.info.duration.as_nanos() as i64,
             period_type: Some(period_vt),
             period: period(&self.info),
@@ -264,5 +145,45 @@ impl Profile {
             .map_err(Error::Write)?
             .flush()
             .map_err(Error::Write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::export::dictionary::tests::sample_profile;
+
+    #[test]
+    fn ids_start_at_one_and_name_what_the_shared_tables_hold() {
+        let p = sample_profile().to_pprof();
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        assert_eq!(s(0), "");
+        let ids = |ids: Vec<u64>| assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+        ids(p.mapping.iter().map(|m| m.id).collect());
+        ids(p.function.iter().map(|f| f.id).collect());
+        ids(p.location.iter().map(|l| l.id).collect());
+        assert_eq!(p.location.len(), 5);
+        let (app, kernel) = (&p.mapping[0], &p.mapping[1]);
+        assert_eq!((s(app.filename), s(app.build_id)), ("/bin/app", "0a0b0c"));
+        assert!(app.has_functions && app.has_inline_frames);
+        assert_eq!(
+            (s(kernel.filename), s(kernel.build_id)),
+            ("[kernel.kallsyms]", "")
+        );
+        let names: Vec<&str> = p
+            .location
+            .iter()
+            .flat_map(|l| &l.line)
+            .map(|l| s(p.function[l.function_id as usize - 1].name))
+            .collect();
+        assert_eq!(names, ["main", "leaf", "inlined", "[kernel]"]);
+        // Leaf first: the kernel address, leaf, main; the hidden kernel, the unmapped frame, main.
+        let stacks: Vec<&[u64]> = p.sample.iter().map(|x| &x.location_id[..]).collect();
+        assert_eq!(stacks, [&[3, 2, 1][..], &[5, 4, 1][..]]);
+        let st: Vec<(&str, &str)> = p
+            .sample_type
+            .iter()
+            .map(|v| (s(v.r#type), s(v.unit)))
+            .collect();
+        assert_eq!(st, [("samples", "count"), ("cpu", "nanoseconds")]);
     }
 }

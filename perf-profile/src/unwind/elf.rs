@@ -3,18 +3,12 @@
 //! mapping's file offset into the file's load bias. Read once per file; only these sections are
 //! kept in memory.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-const PT_LOAD: u32 = 1;
-const SHF_COMPRESSED: u64 = 0x800;
-const ELFCOMPRESS_ZLIB: u32 = 1;
-const SHT_NOBITS: u32 = 8;
-/// Header tables larger than this are not ELF files we read.
-const MAX_TABLE: u64 = 1 << 20;
+use crate::elf::{self, Elf, Endian, Source, PT_LOAD};
+
 /// An unwind section larger than this is not read (libxul's `.eh_frame` is ~10 MiB).
 const MAX_SECTION: u64 = 256 << 20;
 
@@ -68,86 +62,30 @@ impl UnwindSections {
 /// The unwind sections of the file at `path`; `None` when it is not a 64-bit little-endian ELF
 /// file or cannot be read.
 pub(crate) fn read(path: &Path) -> Option<UnwindSections> {
-    let mut f = File::open(path).ok()?;
-    let mut head = [0u8; 64];
-    f.read_exact(&mut head).ok()?;
-    parse(&head, |off, len, max| {
-        if len > max {
-            return None;
-        }
-        f.seek(SeekFrom::Start(off)).ok()?;
-        let mut buf = vec![0u8; usize::try_from(len).ok()?];
-        f.read_exact(&mut buf).ok()?;
-        Some(buf)
-    })
+    parse(elf::open(path)?)
 }
 
-/// Parses the header `head` (the first 64 bytes), reading tables and sections through
-/// `read(offset, len, max_len)`.
-pub(crate) fn parse(
-    head: &[u8],
-    mut read: impl FnMut(u64, u64, u64) -> Option<Vec<u8>>,
-) -> Option<UnwindSections> {
-    // 64-bit (class 2), little-endian (data 1).
-    if head.get(..6)? != b"\x7fELF\x02\x01" {
+/// The unwind sections of a 64-bit little-endian ELF file.
+pub(crate) fn parse(mut elf: Elf<impl Source>) -> Option<UnwindSections> {
+    let h = elf.header();
+    if !h.is64 || h.endian != Endian::Little {
         return None;
     }
     let mut out = UnwindSections::default();
-    let phoff = u64_at(head, 32)?;
-    let phentsize = u64::from(u16_at(head, 54)?);
-    let phnum = u64::from(u16_at(head, 56)?);
-    let ph = read(phoff, phentsize.checked_mul(phnum)?, MAX_TABLE)?;
-    for e in ph.chunks_exact(usize::try_from(phentsize).ok()?.max(56)) {
-        if u32_at(e, 0)? == PT_LOAD {
-            out.loads.push((
-                u64_at(e, 8)?,
-                u64_at(e, 16)?,
-                u64_at(e, 32)?,
-                u64_at(e, 48)?,
-            ));
+    for ph in elf.program_headers()? {
+        if ph.kind == PT_LOAD {
+            out.loads.push((ph.offset, ph.vaddr, ph.filesz, ph.align));
         }
     }
-    let shoff = u64_at(head, 40)?;
-    let shentsize = u64::from(u16_at(head, 58)?);
-    let shnum = u64::from(u16_at(head, 60)?);
-    let shstrndx = usize::from(u16_at(head, 62)?);
-    if shoff == 0 || shnum == 0 {
-        return Some(out);
-    }
-    let sh = read(shoff, shentsize.checked_mul(shnum)?, MAX_TABLE)?;
-    let entries: Vec<&[u8]> = sh
-        .chunks_exact(usize::try_from(shentsize).ok()?.max(64))
-        .collect();
-    let strtab = entries.get(shstrndx)?;
-    let names = read(u64_at(strtab, 24)?, u64_at(strtab, 32)?, MAX_TABLE)?;
-    for e in &entries {
-        let name_at = usize::try_from(u32_at(e, 0)?).ok()?;
-        let name = names.get(name_at..).unwrap_or_default();
-        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-        let (ty, flags, addr, offset, size) = (
-            u32_at(e, 4)?,
-            u64_at(e, 8)?,
-            u64_at(e, 16)?,
-            u64_at(e, 24)?,
-            u64_at(e, 32)?,
-        );
-        let svma = addr..addr.saturating_add(size);
-        let mut section = || -> Option<Section> {
-            if ty == SHT_NOBITS {
-                return None;
-            }
-            let bytes = read(offset, size, MAX_SECTION)?;
-            let data = if flags & SHF_COMPRESSED != 0 {
-                decompress(&bytes)?
-            } else {
-                bytes
-            };
+    for s in elf.sections()? {
+        let svma = s.addr..s.addr.saturating_add(s.size);
+        let mut section = || {
             Some(Section {
                 svma: svma.clone(),
-                data: data.into(),
+                data: elf.section_data(&s, MAX_SECTION)?.into(),
             })
         };
-        match name {
+        match &s.name[..] {
             b".eh_frame" => out.eh_frame = section(),
             b".eh_frame_hdr" => out.eh_frame_hdr = section(),
             b".debug_frame" => out.debug_frame = section(),
@@ -163,36 +101,6 @@ pub(crate) fn parse(
     Some(out)
 }
 
-/// A `SHF_COMPRESSED` section's bytes: an `Elf64_Chdr` (type, reserved, size, alignment), then
-/// zlib data.
-fn decompress(bytes: &[u8]) -> Option<Vec<u8>> {
-    if u32_at(bytes, 0)? != ELFCOMPRESS_ZLIB {
-        return None;
-    }
-    let size = u64_at(bytes, 8)?;
-    if size > MAX_SECTION {
-        return None;
-    }
-    let mut out = Vec::with_capacity(usize::try_from(size).ok()?);
-    flate2::read::ZlibDecoder::new(bytes.get(24..)?)
-        .take(size)
-        .read_to_end(&mut out)
-        .ok()?;
-    (out.len() as u64 == size).then_some(out)
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,15 +110,9 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let s = read(&exe).expect("this test binary is a 64-bit little-endian ELF file");
         assert!(s.has_tables());
-        let Ok(out) = std::process::Command::new("readelf")
-            .args(["-W", "-S"])
-            .arg(&exe)
-            .output()
-        else {
-            println!("skipped: readelf is not installed");
+        let Some(text) = crate::elf::tests::readelf(&["-W", "-S"], &exe) else {
             return;
         };
-        let text = String::from_utf8_lossy(&out.stdout);
         let line = text
             .lines()
             .find(|l| l.contains(" .eh_frame "))
@@ -247,15 +149,43 @@ mod tests {
     }
 
     #[test]
+    fn sections_and_loads_of_a_64_bit_little_endian_file_only() {
+        use crate::elf::tests::{build, reader};
+        let sections: &[(&str, u32, u64, u64, &[u8])] = &[
+            (".text", 1, 6, 0x1000, &[0x90; 16]),
+            (".eh_frame_hdr", 1, 2, 0x2000, &[1; 8]),
+            (".eh_frame", 1, 2, 0x2008, &[2; 24]),
+            (".debug_frame", 1, 0, 0, &[3; 24]),
+        ];
+        let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
+        let file = build(true, Endian::Little, segments, sections);
+        let s = parse(Elf::parse(&file, reader(&file)).unwrap()).unwrap();
+        assert_eq!(s.text, Some(0x1000..0x1010));
+        assert_eq!(s.eh_frame_hdr.unwrap().svma, 0x2000..0x2008);
+        let eh = s.eh_frame.unwrap();
+        assert_eq!((eh.svma, &eh.data[..]), (0x2008..0x2020, &[2; 24][..]));
+        // .eh_frame is there: .debug_frame is not kept.
+        assert!(s.debug_frame.is_none());
+        assert_eq!(s.loads.len(), 1);
+        assert_eq!(
+            (s.loads[0].1, s.loads[0].2, s.loads[0].3),
+            (0x1000, 8, 0x1000)
+        );
+        // framehop unwinds x86_64 and aarch64: 32-bit and big-endian files are not read.
+        for (is64, e) in [(false, Endian::Little), (true, Endian::Big)] {
+            let file = build(is64, e, segments, sections);
+            assert!(parse(Elf::parse(&file, reader(&file)).unwrap()).is_none());
+        }
+    }
+
+    #[test]
     fn truncated_and_foreign_files_have_none() {
-        assert!(parse(b"\x7fELF", |_, _, _| None).is_none());
-        assert!(parse(&[0u8; 64], |_, _, _| None).is_none());
+        let none = |_, _| None;
         let mut head = [0u8; 64];
         head[..6].copy_from_slice(b"\x7fELF\x02\x01");
         head[32] = 0xff;
         head[54] = 56;
         head[56] = 3;
-        assert!(parse(&head, |_, _, _| None).is_none());
-        assert!(decompress(&[0u8; 8]).is_none());
+        assert!(parse(Elf::parse(&head, none).unwrap()).is_none());
     }
 }

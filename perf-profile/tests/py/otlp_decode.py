@@ -1,7 +1,7 @@
 """Decodes an OTLP ExportProfilesServiceRequest (a file, or stdin) with the official
 opentelemetry-proto package, checks the dictionary's invariants, and prints JSON: the resource
-attributes, each profile's sample type, its folded stacks (named as perf-profile's folded output
-names frames) and total, and the profile attributes."""
+attributes, each profile's id (hex) and sample type, its folded stacks (named as perf-profile's
+folded output names frames) and total, and the profile attributes."""
 import json
 import sys
 
@@ -80,6 +80,7 @@ def main():
                 attributes[s[a.key_strindex]] = value(a.value)
             out["profiles"].append(
                 {
+                    "profile_id": p.profile_id.hex(),
                     "sample_type": [s[p.sample_type.type_strindex], s[p.sample_type.unit_strindex]],
                     "period_type": [s[p.period_type.type_strindex], s[p.period_type.unit_strindex]],
                     "folded": folded,

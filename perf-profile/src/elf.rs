@@ -1,0 +1,695 @@
+//! Reading ELF files, as far as this crate needs: the file header, program headers, section
+//! headers with their names, section contents (decompressing `SHF_COMPRESSED` ones) and notes; 32-
+//! and 64-bit, either byte order. One reader for every use: build ids
+//! ([`maps::build_id`](crate::maps::build_id)) and unwind tables (`unwind::elf`).
+//!
+//! Every offset, size and count comes from the file and is checked: a truncated, foreign or
+//! malformed file gives `None`, never a panic, and no table or section is read past the limit its
+//! caller gives.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// `p_type` of a loadable segment.
+pub(crate) const PT_LOAD: u32 = 1;
+/// `p_type` of a segment of notes.
+pub(crate) const PT_NOTE: u32 = 4;
+/// `sh_type` of a section that takes no room in the file (`.bss`).
+const SHT_NOBITS: u32 = 8;
+/// `sh_flags`: the section's bytes are compressed, after an `ElfN_Chdr`.
+const SHF_COMPRESSED: u64 = 0x800;
+/// `ch_type` of zlib-compressed section bytes.
+const ELFCOMPRESS_ZLIB: u32 = 1;
+/// Program and section header tables and the section names larger than this are not ELF files we
+/// read.
+pub(crate) const MAX_TABLE: u64 = 1 << 20;
+
+/// A byte order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    fn bytes<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+        b.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+
+    pub(crate) fn u16(self, b: &[u8], at: usize) -> Option<u16> {
+        let v = Self::bytes(b, at)?;
+        Some(match self {
+            Self::Little => u16::from_le_bytes(v),
+            Self::Big => u16::from_be_bytes(v),
+        })
+    }
+
+    pub(crate) fn u32(self, b: &[u8], at: usize) -> Option<u32> {
+        let v = Self::bytes(b, at)?;
+        Some(match self {
+            Self::Little => u32::from_le_bytes(v),
+            Self::Big => u32::from_be_bytes(v),
+        })
+    }
+
+    pub(crate) fn u64(self, b: &[u8], at: usize) -> Option<u64> {
+        let v = Self::bytes(b, at)?;
+        Some(match self {
+            Self::Little => u64::from_le_bytes(v),
+            Self::Big => u64::from_be_bytes(v),
+        })
+    }
+
+    /// An address-sized field: 8 bytes in a 64-bit file, 4 in a 32-bit one.
+    fn addr(self, is64: bool, b: &[u8], at: usize) -> Option<u64> {
+        if is64 {
+            self.u64(b, at)
+        } else {
+            self.u32(b, at).map(u64::from)
+        }
+    }
+}
+
+/// The ELF file header (`ElfN_Ehdr`), as far as needed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Header {
+    /// `ELFCLASS64` (else 32-bit).
+    pub is64: bool,
+    pub endian: Endian,
+    phoff: u64,
+    phentsize: u16,
+    phnum: u16,
+    shoff: u64,
+    shentsize: u16,
+    shnum: u16,
+    shstrndx: u16,
+}
+
+impl Header {
+    /// The header at the start of a file (its first 64 bytes, or 52 for a 32-bit file); `None` when
+    /// it is not an ELF header.
+    pub(crate) fn parse(h: &[u8]) -> Option<Self> {
+        if h.get(..4)? != b"\x7fELF" {
+            return None;
+        }
+        let is64 = match h.get(4)? {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let endian = match h.get(5)? {
+            1 => Endian::Little,
+            2 => Endian::Big,
+            _ => return None,
+        };
+        let e = endian;
+        // The fields after e_entry, e_phoff and e_shoff (address-sized) are 12 bytes earlier in a
+        // 32-bit header.
+        let (phoff_at, shoff_at, rest) = if is64 { (32, 40, 48) } else { (28, 32, 36) };
+        Some(Self {
+            is64,
+            endian,
+            phoff: e.addr(is64, h, phoff_at)?,
+            shoff: e.addr(is64, h, shoff_at)?,
+            phentsize: e.u16(h, rest + 6)?,
+            phnum: e.u16(h, rest + 8)?,
+            shentsize: e.u16(h, rest + 10)?,
+            shnum: e.u16(h, rest + 12)?,
+            shstrndx: e.u16(h, rest + 14)?,
+        })
+    }
+}
+
+/// A program header (`ElfN_Phdr`), as far as needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProgramHeader {
+    /// `p_type`: [`PT_LOAD`], [`PT_NOTE`], ...
+    pub kind: u32,
+    /// `p_offset`: where the segment starts in the file.
+    pub offset: u64,
+    /// `p_vaddr`: its address as linked.
+    pub vaddr: u64,
+    /// `p_filesz`: its size in the file.
+    pub filesz: u64,
+    /// `p_align`.
+    pub align: u64,
+}
+
+/// A section header (`ElfN_Shdr`) with its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SectionHeader {
+    /// From the section name table (`.eh_frame`); empty where it cannot be read.
+    pub name: Vec<u8>,
+    /// `sh_type`.
+    pub kind: u32,
+    /// `sh_flags`.
+    pub flags: u64,
+    /// `sh_addr`: its address as linked.
+    pub addr: u64,
+    /// `sh_offset`: where its bytes are in the file.
+    pub offset: u64,
+    /// `sh_size`: its size in the file (compressed, where it is).
+    pub size: u64,
+}
+
+/// Where an ELF file's bytes come from: a file on disk, or (in tests) bytes in memory.
+pub(crate) trait Source {
+    /// `len` bytes at `offset`; `None` where the file has no such bytes.
+    fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>>;
+}
+
+impl Source for File {
+    fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        self.seek(SeekFrom::Start(offset)).ok()?;
+        let mut buf = vec![0u8; usize::try_from(len).ok()?];
+        self.read_exact(&mut buf).ok()?;
+        Some(buf)
+    }
+}
+
+impl<F: FnMut(u64, u64) -> Option<Vec<u8>>> Source for F {
+    fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        self(offset, len)
+    }
+}
+
+/// An ELF file, its header read.
+#[derive(Debug)]
+pub(crate) struct Elf<S> {
+    header: Header,
+    source: S,
+}
+
+/// The ELF file at `path`; `None` when it cannot be opened or is not ELF.
+pub(crate) fn open(path: &Path) -> Option<Elf<File>> {
+    let mut f = File::open(path).ok()?;
+    let mut head = [0u8; 64];
+    f.read_exact(&mut head).ok()?;
+    Elf::parse(&head, f)
+}
+
+impl<S: Source> Elf<S> {
+    /// The file whose first bytes are `head` (64, or 52 for a 32-bit file), the rest read from
+    /// `source`.
+    pub(crate) fn parse(head: &[u8], source: S) -> Option<Self> {
+        Some(Self {
+            header: Header::parse(head)?,
+            source,
+        })
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// `len` bytes at `offset`; `None` past `max` bytes or the file's end.
+    pub(crate) fn read(&mut self, offset: u64, len: u64, max: u64) -> Option<Vec<u8>> {
+        if len > max {
+            return None;
+        }
+        self.source.read_at(offset, len)
+    }
+
+    /// The entries of a header table: `num` of `entsize` bytes at `offset`, each at least `min`.
+    fn table(&mut self, offset: u64, entsize: u16, num: u16, min: usize) -> Option<Vec<Vec<u8>>> {
+        let entsize = usize::from(entsize);
+        if num == 0 {
+            return Some(Vec::new());
+        }
+        if entsize < min {
+            return None;
+        }
+        let bytes = self.read(offset, (entsize * usize::from(num)) as u64, MAX_TABLE)?;
+        Some(bytes.chunks_exact(entsize).map(<[u8]>::to_vec).collect())
+    }
+
+    /// Every program header; `None` when the table cannot be read.
+    pub(crate) fn program_headers(&mut self) -> Option<Vec<ProgramHeader>> {
+        let Header {
+            is64, endian: e, ..
+        } = self.header;
+        let min = if is64 { 56 } else { 32 };
+        let (phoff, phentsize, phnum) =
+            (self.header.phoff, self.header.phentsize, self.header.phnum);
+        self.table(phoff, phentsize, phnum, min)?
+            .iter()
+            .map(|p| {
+                Some(if is64 {
+                    ProgramHeader {
+                        kind: e.u32(p, 0)?,
+                        offset: e.u64(p, 8)?,
+                        vaddr: e.u64(p, 16)?,
+                        filesz: e.u64(p, 32)?,
+                        align: e.u64(p, 48)?,
+                    }
+                } else {
+                    ProgramHeader {
+                        kind: e.u32(p, 0)?,
+                        offset: u64::from(e.u32(p, 4)?),
+                        vaddr: u64::from(e.u32(p, 8)?),
+                        filesz: u64::from(e.u32(p, 16)?),
+                        align: u64::from(e.u32(p, 28)?),
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Every section header with its name (none when the file has no section headers); `None`
+    /// when the table or the names cannot be read.
+    pub(crate) fn sections(&mut self) -> Option<Vec<SectionHeader>> {
+        let Header {
+            is64, endian: e, ..
+        } = self.header;
+        let min = if is64 { 64 } else { 40 };
+        if self.header.shoff == 0 {
+            return Some(Vec::new());
+        }
+        let (shoff, shentsize, shnum) =
+            (self.header.shoff, self.header.shentsize, self.header.shnum);
+        let mut sections = self
+            .table(shoff, shentsize, shnum, min)?
+            .iter()
+            .map(|s| {
+                // sh_flags, sh_addr, sh_offset, sh_size: address-sized, from byte 8.
+                let field = |i: usize| e.addr(is64, s, 8 + i * if is64 { 8 } else { 4 });
+                Some((
+                    e.u32(s, 0)?,
+                    SectionHeader {
+                        name: Vec::new(),
+                        kind: e.u32(s, 4)?,
+                        flags: field(0)?,
+                        addr: field(1)?,
+                        offset: field(2)?,
+                        size: field(3)?,
+                    },
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        if sections.is_empty() {
+            return Some(Vec::new());
+        }
+        let names = sections.get(usize::from(self.header.shstrndx))?.1.clone();
+        let names = self.read(names.offset, names.size, MAX_TABLE)?;
+        for (at, s) in &mut sections {
+            let name = usize::try_from(*at)
+                .ok()
+                .and_then(|at| names.get(at..))
+                .unwrap_or_default();
+            s.name = name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())].to_vec();
+        }
+        Some(sections.into_iter().map(|(_, s)| s).collect())
+    }
+
+    /// A section's bytes, decompressed; `None` for one that takes no room in the file
+    /// (`SHT_NOBITS`), or that is (decompressed) larger than `max`, or cannot be read.
+    pub(crate) fn section_data(&mut self, s: &SectionHeader, max: u64) -> Option<Vec<u8>> {
+        if s.kind == SHT_NOBITS {
+            return None;
+        }
+        let bytes = self.read(s.offset, s.size, max)?;
+        if s.flags & SHF_COMPRESSED == 0 {
+            return Some(bytes);
+        }
+        decompress(self.header, &bytes, max)
+    }
+}
+
+/// A `SHF_COMPRESSED` section's bytes: an `ElfN_Chdr` (type, size, alignment; 12 bytes, or 24 in
+/// a 64-bit file with a reserved word after the type), then zlib data of that size.
+fn decompress(h: Header, bytes: &[u8], max: u64) -> Option<Vec<u8>> {
+    let e = h.endian;
+    if e.u32(bytes, 0)? != ELFCOMPRESS_ZLIB {
+        return None;
+    }
+    let (size, data_at) = if h.is64 {
+        (e.u64(bytes, 8)?, 24)
+    } else {
+        (u64::from(e.u32(bytes, 4)?), 12)
+    };
+    if size > max {
+        return None;
+    }
+    let mut out = Vec::with_capacity(usize::try_from(size).ok()?);
+    flate2::read::ZlibDecoder::new(bytes.get(data_at..)?)
+        .take(size)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 == size).then_some(out)
+}
+
+/// A note (`ElfN_Nhdr` with its name and descriptor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Note<'a> {
+    /// `n_type`.
+    pub kind: u32,
+    /// The owner's name, with its NUL (`GNU\0`).
+    pub name: &'a [u8],
+    pub desc: &'a [u8],
+}
+
+/// The notes of a `PT_NOTE` segment's bytes, whose name and descriptor are padded to `align` (the
+/// segment's: 4, or 8 for notes such as `.note.gnu.property` in a segment aligned to 8). Stops at
+/// the first note that does not fit.
+pub(crate) fn notes(
+    mut bytes: &[u8],
+    endian: Endian,
+    align: u64,
+) -> impl Iterator<Item = Note<'_>> + '_ {
+    let align = if align == 8 { 8 } else { 4 };
+    let pad = move |n: usize| n.checked_add(align - 1).map(|n| n & !(align - 1));
+    std::iter::from_fn(move || {
+        let namesz = usize::try_from(endian.u32(bytes, 0)?).ok()?;
+        let descsz = usize::try_from(endian.u32(bytes, 4)?).ok()?;
+        let kind = endian.u32(bytes, 8)?;
+        let name_end = 12usize.checked_add(namesz)?;
+        let desc_at = 12usize.checked_add(pad(namesz)?)?;
+        let desc_end = desc_at.checked_add(descsz)?;
+        let note = Note {
+            kind,
+            name: bytes.get(12..name_end)?,
+            desc: bytes.get(desc_at..desc_end)?,
+        };
+        bytes = bytes
+            .get(desc_at.checked_add(pad(descsz)?)?..)
+            .unwrap_or_default();
+        Some(note)
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// Bytes of an ELF file for tests: a header, then the given program headers, then the
+    /// sections (each a name, type, flags, address and contents) with their name table and
+    /// header table. `ElfN` as `is64` says, in `endian`'s byte order.
+    pub(crate) fn build(
+        is64: bool,
+        endian: Endian,
+        segments: &[(u32, &[u8], u64)],
+        sections: &[(&str, u32, u64, u64, &[u8])],
+    ) -> Vec<u8> {
+        let put = |out: &mut Vec<u8>, v: u64, n: usize| {
+            let b = v.to_le_bytes();
+            let mut b = b[..n].to_vec();
+            if endian == Endian::Big {
+                b.reverse();
+            }
+            out.extend_from_slice(&b);
+        };
+        let w = if is64 { 8 } else { 4 };
+        let (ehsize, phentsize, shentsize) = if is64 { (64, 56, 64) } else { (52, 32, 40) };
+        // Layout: header, program headers, segment bytes, section bytes, names, section headers.
+        let mut data = Vec::new();
+        let phoff = ehsize;
+        let mut at = phoff + phentsize * segments.len();
+        let mut seg_at = Vec::new();
+        for (_, bytes, _) in segments {
+            seg_at.push(at);
+            at += bytes.len();
+        }
+        let mut sec_at = Vec::new();
+        for (.., bytes) in sections {
+            sec_at.push(at);
+            at += bytes.len();
+        }
+        let mut names = vec![0u8];
+        let mut name_at = Vec::new();
+        for (name, ..) in sections {
+            name_at.push(names.len());
+            names.extend_from_slice(name.as_bytes());
+            names.push(0);
+        }
+        let shstrtab_name = names.len();
+        names.extend_from_slice(b".shstrtab\0");
+        let names_at = at;
+        let shoff = names_at + names.len();
+        let shnum = sections.len() + 2; // the null section first, the names last
+
+        data.extend_from_slice(b"\x7fELF");
+        data.push(if is64 { 2 } else { 1 });
+        data.push(if endian == Endian::Little { 1 } else { 2 });
+        data.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        put(&mut data, 3, 2); // e_type: ET_DYN
+        put(&mut data, 62, 2); // e_machine: EM_X86_64
+        put(&mut data, 1, 4);
+        put(&mut data, 0, w); // e_entry
+        put(&mut data, phoff as u64, w);
+        put(&mut data, shoff as u64, w);
+        put(&mut data, 0, 4);
+        put(&mut data, ehsize as u64, 2);
+        put(&mut data, phentsize as u64, 2);
+        put(&mut data, segments.len() as u64, 2);
+        put(&mut data, shentsize as u64, 2);
+        put(&mut data, shnum as u64, 2);
+        put(&mut data, shnum as u64 - 1, 2);
+        assert_eq!(data.len(), ehsize);
+        for ((kind, bytes, align), &off) in segments.iter().zip(&seg_at) {
+            let len = bytes.len() as u64;
+            put(&mut data, u64::from(*kind), 4);
+            if is64 {
+                put(&mut data, 4, 4); // p_flags
+                for v in [off as u64, 0x1000, 0x1000, len, len, *align] {
+                    put(&mut data, v, 8);
+                }
+            } else {
+                for v in [off as u64, 0x1000, 0x1000, len, len, 4, *align] {
+                    put(&mut data, v, 4);
+                }
+            }
+        }
+        for (_, bytes, _) in segments {
+            data.extend_from_slice(bytes);
+        }
+        for (.., bytes) in sections {
+            data.extend_from_slice(bytes);
+        }
+        data.extend_from_slice(&names);
+        let header = |data: &mut Vec<u8>, name: usize, kind: u32, flags, addr, off, size| {
+            put(data, name as u64, 4);
+            put(data, u64::from(kind), 4);
+            for v in [flags, addr, off, size] {
+                put(data, v, w);
+            }
+            put(data, 0, 4); // sh_link
+            put(data, 0, 4);
+            put(data, 1, w);
+            put(data, 0, w);
+        };
+        header(&mut data, 0, 0, 0, 0, 0, 0);
+        for (i, (_, kind, flags, addr, bytes)) in sections.iter().enumerate() {
+            let (off, len) = (sec_at[i] as u64, bytes.len() as u64);
+            header(&mut data, name_at[i], *kind, *flags, *addr, off, len);
+        }
+        header(
+            &mut data,
+            shstrtab_name,
+            3,
+            0,
+            0,
+            names_at as u64,
+            names.len() as u64,
+        );
+        data
+    }
+
+    /// What `readelf ARGS FILE` prints; `None` (saying the test skips) where readelf is not installed.
+    pub(crate) fn readelf(args: &[&str], file: &Path) -> Option<String> {
+        match std::process::Command::new("readelf")
+            .args(args)
+            .arg(file)
+            .output()
+        {
+            Ok(out) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+            Err(_) => {
+                println!("skipped: readelf is not installed");
+                None
+            }
+        }
+    }
+
+    /// `bytes` as a [`Source`].
+    pub(crate) fn reader(bytes: &[u8]) -> impl FnMut(u64, u64) -> Option<Vec<u8>> + '_ {
+        |offset, len| {
+            let start = usize::try_from(offset).ok()?;
+            let end = start.checked_add(usize::try_from(len).ok()?)?;
+            bytes.get(start..end).map(<[u8]>::to_vec)
+        }
+    }
+
+    /// A note in 4-byte padding.
+    pub(crate) fn note(e: Endian, kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let pad = |out: &mut Vec<u8>| out.resize(out.len().next_multiple_of(4), 0);
+        for v in [name.len() as u32, desc.len() as u32, kind] {
+            out.extend_from_slice(&match e {
+                Endian::Little => v.to_le_bytes(),
+                Endian::Big => v.to_be_bytes(),
+            });
+        }
+        out.extend_from_slice(name);
+        pad(&mut out);
+        out.extend_from_slice(desc);
+        pad(&mut out);
+        out
+    }
+
+    #[test]
+    fn every_class_and_byte_order_reads_the_same() {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        zlib.write_all(&[7u8; 300]).unwrap();
+        let zlib = zlib.finish().unwrap();
+        for is64 in [false, true] {
+            for e in [Endian::Little, Endian::Big] {
+                let notes = [
+                    note(e, 1, b"GNU\0", &[1, 2, 3, 4]),
+                    note(e, 3, b"GNU\0", &[0xab; 20]),
+                ]
+                .concat();
+                // A compressed section: ElfN_Chdr (zlib, 300 bytes), then the data.
+                let mut chdr = Vec::new();
+                let u = |v: u64, n: usize| {
+                    let b = v.to_le_bytes()[..n].to_vec();
+                    match e {
+                        Endian::Little => b,
+                        Endian::Big => b.into_iter().rev().collect(),
+                    }
+                };
+                chdr.extend(u(1, 4));
+                if is64 {
+                    chdr.extend(u(0, 4));
+                }
+                let w = if is64 { 8 } else { 4 };
+                chdr.extend(u(300, w));
+                chdr.extend(u(1, w));
+                chdr.extend_from_slice(&zlib);
+                let file = build(
+                    is64,
+                    e,
+                    &[(PT_LOAD, &[0; 16], 0x1000), (PT_NOTE, &notes, 4)],
+                    &[
+                        (".text", 1, 6, 0x1010, &[0x90; 8]),
+                        (".debug_frame", 1, SHF_COMPRESSED, 0, &chdr),
+                        (".bss", SHT_NOBITS, 3, 0x3000, &[]),
+                    ],
+                );
+                let what = format!("64-bit {is64}, {e:?}");
+                let mut elf = Elf::parse(&file, reader(&file)).expect(&what);
+                assert_eq!((elf.header().is64, elf.header().endian), (is64, e));
+                let ph = elf.program_headers().expect(&what);
+                assert_eq!(ph.len(), 2, "{what}");
+                assert_eq!(
+                    (ph[0].kind, ph[0].vaddr, ph[0].filesz, ph[0].align),
+                    (PT_LOAD, 0x1000, 16, 0x1000)
+                );
+                assert_eq!((ph[1].kind, ph[1].filesz), (PT_NOTE, notes.len() as u64));
+                let seg = elf.read(ph[1].offset, ph[1].filesz, MAX_TABLE).unwrap();
+                let found: Vec<Note> = super::notes(&seg, e, ph[1].align).collect();
+                assert_eq!(found.len(), 2, "{what}");
+                assert_eq!(
+                    (found[1].kind, found[1].name, found[1].desc),
+                    (3, &b"GNU\0"[..], &[0xab; 20][..])
+                );
+
+                let sections = elf.sections().expect(&what);
+                let names: Vec<&[u8]> = sections.iter().map(|s| &s.name[..]).collect();
+                assert_eq!(
+                    names,
+                    [&b""[..], b".text", b".debug_frame", b".bss", b".shstrtab"],
+                    "{what}"
+                );
+                let text = sections[1].clone();
+                assert_eq!((text.addr, text.size), (0x1010, 8));
+                assert_eq!(elf.section_data(&text, 8).unwrap(), [0x90; 8]);
+                assert_eq!(elf.section_data(&text, 7), None, "past the limit");
+                let debug_frame = sections[2].clone();
+                assert_eq!(
+                    elf.section_data(&debug_frame, 1 << 20).unwrap(),
+                    [7; 300],
+                    "{what}"
+                );
+                assert_eq!(
+                    elf.section_data(&debug_frame, 299),
+                    None,
+                    "decompressed past the limit"
+                );
+                assert_eq!(
+                    elf.section_data(&sections[3].clone(), 1 << 20),
+                    None,
+                    "NOBITS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_and_foreign_files_read_as_nothing() {
+        let none = |_, _| None;
+        assert!(Elf::parse(b"\x7fELF", none).is_none());
+        assert!(Elf::parse(&[0u8; 64], none).is_none());
+        assert!(
+            Elf::parse(b"\x7fELF\x03\x01", none).is_none(),
+            "a class that is not 1 or 2"
+        );
+        // A 64-bit header whose program headers lie past the end.
+        let mut head = [0u8; 64];
+        head[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        head[32] = 0xff;
+        head[54] = 56;
+        head[56] = 3;
+        let mut elf = Elf::parse(&head, none).unwrap();
+        assert_eq!(elf.program_headers(), None);
+        // Program headers too small for their fields.
+        head[54] = 8;
+        assert_eq!(
+            Elf::parse(&head, reader(&[0; 1024]))
+                .unwrap()
+                .program_headers(),
+            None
+        );
+        // Cut anywhere, a whole file reads as nothing or as less, and never panics.
+        let file = build(
+            true,
+            Endian::Little,
+            &[(PT_NOTE, &note(Endian::Little, 3, b"GNU\0", &[1; 20]), 4)],
+            &[(".eh_frame", 1, 2, 0x2000, &[1; 40])],
+        );
+        for cut in 0..file.len() {
+            let part = &file[..cut];
+            if let Some(mut elf) = Elf::parse(part, reader(part)) {
+                let _ = elf.program_headers();
+                if let Some(sections) = elf.sections() {
+                    for s in &sections {
+                        let _ = elf.section_data(s, 1 << 20);
+                    }
+                }
+            }
+        }
+        assert!(decompress(Header::parse(&file).unwrap(), &[0u8; 8], 1 << 20).is_none());
+        // A note whose sizes claim more than the bytes hold ends the list.
+        let mut bad = note(Endian::Little, 3, b"GNU\0", &[1; 20]);
+        bad[4] = 0xff;
+        assert_eq!(notes(&bad, Endian::Little, 4).count(), 0);
+    }
+
+    #[test]
+    fn notes_in_a_segment_aligned_to_8_are_padded_to_8() {
+        // namesz 5 ("GNUX\0"): padded to 8 in an 8-aligned segment, the descriptor at 20.
+        let mut seg = Vec::new();
+        for v in [5u32, 4, 1] {
+            seg.extend_from_slice(&v.to_le_bytes());
+        }
+        seg.extend_from_slice(b"GNUX\0\0\0\0");
+        seg.extend_from_slice(&[9, 9, 9, 9, 0, 0, 0, 0]);
+        // namesz 8: the same padded to 4 or 8.
+        seg.extend_from_slice(&note(Endian::Little, 3, b"GNUGNUX\0", &[2; 8]));
+        let found: Vec<Note> = notes(&seg, Endian::Little, 8).collect();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].desc, [9; 4]);
+        assert_eq!((found[1].kind, found[1].desc), (3, &[2; 8][..]));
+    }
+}
