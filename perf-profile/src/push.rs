@@ -1190,7 +1190,14 @@ mod tests {
             rx.port
         )))
         .unwrap();
-        for i in 0..5u64 {
+        // The first profile alone until it is through: pending together with the others at
+        // `finish` it would be merged with them, and a merged profile has new ids.
+        p.push(synthetic(&[1, 100], 10));
+        let t = std::time::Instant::now();
+        while rx.got().is_empty() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for i in 1..5u64 {
             p.push(synthetic(&[1, 100 + i], 10 + i));
         }
         let st = p.finish(Duration::from_secs(10));
