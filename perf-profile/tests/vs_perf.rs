@@ -151,27 +151,23 @@ fn stack_shares_agree_with_perf_and_go_pprof_reads_the_same_stacks() {
     let out_pprof = dir.join("ours.pb.gz");
     let out_svg = dir.join("ours.svg");
 
-    profile_ok(&[
-        "-F",
-        "999",
-        "-o",
-        out_folded.to_str().unwrap(),
-        "-o",
-        out_pprof.to_str().unwrap(),
-        "-o",
-        out_svg.to_str().unwrap(),
-        "--",
-        calls_s,
-        "1.5",
-    ]);
-    let our_stacks = folded_stacks(&out_folded);
-
-    // `--buildid-mmap`: this kernel marks MMAP2 records with PERF_RECORD_MISC_MMAP_BUILD_ID even
-    // when they carry the device and inode, and Debian's perf 6.1 then aborts reading the file
-    // ("assertion failed at util/build-id.c"); with build ids asked for, the records are what the
-    // flag says.
-    let perf = perf_record_stacks(&dir, &["-g"], &[calls_s, "1.5"]);
-    assert_shares_agree(&our_stacks, &perf);
+    let our_stacks = shares_agree_in_one_of_two(|| {
+        profile_ok(&[
+            "-F",
+            "999",
+            "-o",
+            out_folded.to_str().unwrap(),
+            "-o",
+            out_pprof.to_str().unwrap(),
+            "-o",
+            out_svg.to_str().unwrap(),
+            "--",
+            calls_s,
+            "1.5",
+        ]);
+        let ours = folded_stacks(&out_folded);
+        (ours, perf_record_stacks(&dir, &["-g"], &[calls_s, "1.5"]))
+    });
 
     // A real consumer reads the pprof and sees the same stacks as the folded output.
     if let Some(raw) = go_pprof_raw(&out_pprof) {
@@ -255,23 +251,45 @@ fn perf_record_stacks(dir: &Path, call_graph: &[&str], cmd: &[&str]) -> BTreeMap
 
 /// Our shares of the two workload stacks are within 5 points of perf's, and have the workload's
 /// shape (so that agreeing on something else cannot pass).
-fn assert_shares_agree(ours: &BTreeMap<String, u64>, perf: &BTreeMap<String, u64>) {
+fn shares_agree(ours: &BTreeMap<String, u64>, perf: &BTreeMap<String, u64>) -> Result<(), String> {
     let (our_shares, perf_shares) = (shares(ours), shares(perf));
     for stack in [A, B] {
         let o = our_shares.get(stack).copied().unwrap_or(0.0);
         let p = perf_shares.get(stack).copied().unwrap_or(0.0);
         println!("{stack}: ours {o:.1}%, perf {p:.1}%");
-        assert!(
-            (o - p).abs() <= 5.0,
-            "{stack}: ours {o:.1}% vs perf {p:.1}%\nours: {ours:?}\nperf: {perf:?}"
-        );
+        if (o - p).abs() > 5.0 {
+            return Err(format!(
+                "{stack}: ours {o:.1}% vs perf {p:.1}%\nours: {ours:?}\nperf: {perf:?}"
+            ));
+        }
     }
     let a = our_shares.get(A).copied().unwrap_or(0.0);
     let b = our_shares.get(B).copied().unwrap_or(0.0);
-    assert!(
-        (55.0..80.0).contains(&a) && (22.0..45.0).contains(&b),
-        "hot_a {a:.1}%, hot_b {b:.1}%"
-    );
+    if !((55.0..80.0).contains(&a) && (22.0..45.0).contains(&b)) {
+        return Err(format!("hot_a {a:.1}%, hot_b {b:.1}%"));
+    }
+    Ok(())
+}
+
+/// Runs `measure` (ours, then perf's, on the same workload) and checks [`shares_agree`]; a
+/// disagreement is measured once more and must not repeat. Sampling is statistical and a loaded
+/// machine skews one run now and then (perf alone once gave hot_a 59.3 % of the workload's 2/3,
+/// ours 65.6 %); a real disagreement shows in both runs. Returns our stacks of the run that agreed.
+fn shares_agree_in_one_of_two(
+    mut measure: impl FnMut() -> (BTreeMap<String, u64>, BTreeMap<String, u64>),
+) -> BTreeMap<String, u64> {
+    let (ours, perf) = measure();
+    match shares_agree(&ours, &perf) {
+        Ok(()) => ours,
+        Err(first) => {
+            println!("the first measurement disagreed, measuring both again: {first}");
+            let (ours, perf) = measure();
+            if let Err(second) = shares_agree(&ours, &perf) {
+                panic!("two measurements disagree with perf:\n{first}\n{second}");
+            }
+            ours
+        }
+    }
 }
 
 #[test]
@@ -292,20 +310,22 @@ fn dwarf_stack_shares_agree_with_perf_call_graph_dwarf() {
     let calls = common::cc(&dir, "calls", "calls.c", NO_FRAME_POINTERS, &[]);
     let calls_s = calls.to_str().unwrap();
     let out_folded = dir.join("dwarf.folded");
-    profile_ok(&[
-        "-F",
-        "999",
-        "-g",
-        "dwarf",
-        "-o",
-        out_folded.to_str().unwrap(),
-        "--",
-        calls_s,
-        "1.0",
-    ]);
-    let our_stacks = folded_stacks(&out_folded);
-    let perf = perf_record_stacks(&dir, &["--call-graph", "dwarf"], &[calls_s, "1.0"]);
-    assert_shares_agree(&our_stacks, &perf);
+    shares_agree_in_one_of_two(|| {
+        profile_ok(&[
+            "-F",
+            "999",
+            "-g",
+            "dwarf",
+            "-o",
+            out_folded.to_str().unwrap(),
+            "--",
+            calls_s,
+            "1.0",
+        ]);
+        let ours = folded_stacks(&out_folded);
+        let perf = perf_record_stacks(&dir, &["--call-graph", "dwarf"], &[calls_s, "1.0"]);
+        (ours, perf)
+    });
 
     // The binary has no frame pointers: frame-pointer chains lose hot_a and hot_b, so the
     // agreement above is the DWARF unwinder's.
