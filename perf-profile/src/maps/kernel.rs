@@ -3,10 +3,10 @@
 //! [`KernelSymbols::load`] only checks whether the addresses are shown; the file (~5 MiB of text
 //! the kernel formats on each read: tens of milliseconds) is read when a kernel frame is first
 //! named, so a profile without kernel frames never pays for it. Its text symbols are kept
-//! compactly: the names in one string, 16 bytes per symbol besides.
+//! compactly: the names in one buffer, 16 bytes per symbol besides.
 
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::OnceLock;
 
 /// A kernel text symbol.
@@ -34,7 +34,8 @@ struct Entry {
 #[derive(Clone, Debug, Default)]
 struct Table {
     entries: Vec<Entry>,
-    names: String,
+    /// The names, one after the other (ASCII).
+    names: Vec<u8>,
     modules: Vec<String>,
     /// Lines parsed, and those with a zero address (all zero: the addresses are hidden).
     lines: usize,
@@ -51,7 +52,7 @@ pub struct KernelSymbols {
     hidden: Option<String>,
 }
 
-/// `/proc/kallsyms` is read through a buffer this large (fewer reads of the kernel's text).
+/// `/proc/kallsyms` is read in pieces this large.
 const READ_BUFFER: usize = 256 << 10;
 
 impl KernelSymbols {
@@ -167,18 +168,24 @@ impl KernelSymbols {
 
 const KALLSYMS: &str = "/proc/kallsyms";
 
-/// The address a `/proc/kallsyms` line starts with; `None` for a line that is not one.
+/// The address a `/proc/kallsyms` line starts with (hex digits up to the first space or tab);
+/// `None` for a line that does not start with one.
 fn address(line: &[u8]) -> Option<u64> {
     let end = line
         .iter()
-        .position(|b| b.is_ascii_whitespace())
+        .position(|b| *b == b' ' || *b == b'\t' || *b == b'\n')
         .unwrap_or(line.len());
-    let hex = line.get(..end)?;
+    let hex = &line[..end];
     if hex.is_empty() || hex.len() > 16 {
         return None;
     }
     hex.iter().try_fold(0u64, |a, &b| {
-        let d = (b as char).to_digit(16)?;
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
         Some(a << 4 | u64::from(d))
     })
 }
@@ -186,65 +193,105 @@ fn address(line: &[u8]) -> Option<u64> {
 impl Table {
     /// `/proc/kallsyms` read now; `None` when it cannot be read through.
     fn read() -> Option<Self> {
-        let file = File::open(KALLSYMS).ok()?;
-        let mut r = BufReader::with_capacity(READ_BUFFER, file);
+        Self::read_from(File::open(KALLSYMS).ok()?)
+    }
+
+    /// The symbols of the `/proc/kallsyms` text `file` gives; `None` when it fails.
+    fn read_from(mut file: impl Read) -> Option<Self> {
         let mut t = Self::default();
-        let mut line = Vec::with_capacity(256);
+        // Lines are parsed where they were read; a line cut by the buffer's end moves to its start.
+        let mut buf = vec![0u8; READ_BUFFER];
+        let mut have = 0;
         loop {
-            line.clear();
-            if r.read_until(b'\n', &mut line).ok()? == 0 {
+            let n = match file.read(&mut buf[have..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            have += n;
+            let mut start = 0;
+            while let Some(len) = buf[start..have].iter().position(|&b| b == b'\n') {
+                t.add_line(&buf[start..start + len]);
+                start += len + 1;
+            }
+            if n == 0 {
+                t.add_line(&buf[start..have]);
                 break;
             }
-            t.add_line(&line);
+            buf.copy_within(start..have, 0);
+            have -= start;
+            if have == buf.len() {
+                // A line as long as the buffer: not /proc/kallsyms as we know it.
+                return None;
+            }
         }
         t.finish();
         Some(t)
     }
 
+    /// Adds a line (`ADDR TYPE NAME` or `ADDR TYPE NAME\t[MODULE]`, fields separated by spaces or
+    /// tabs) if it is a text symbol.
     fn add_line(&mut self, line: &[u8]) {
-        let mut it = line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|f| !f.is_empty());
-        let (Some(_), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
-            return;
+        let separator = |b: &u8| *b == b' ' || *b == b'\t';
+        let field = |rest: &[u8]| -> (usize, usize) {
+            let start = rest
+                .iter()
+                .position(|b| !separator(b))
+                .unwrap_or(rest.len());
+            let len = rest[start..]
+                .iter()
+                .position(|b| separator(b) || *b == b'\n')
+                .unwrap_or(rest.len() - start);
+            (start, start + len)
         };
+        let (a0, a1) = field(line);
+        let (t0, t1) = field(&line[a1..]);
+        let rest = &line[a1 + t1..];
+        let (n0, n1) = field(rest);
+        if n0 == n1 {
+            return;
+        }
         self.lines += 1;
-        let Some(addr) = address(line) else {
+        let Some(addr) = address(&line[a0..a1]) else {
             return;
         };
         if addr == 0 {
             self.zero += 1;
             return;
         }
-        if !matches!(ty, b"t" | b"T" | b"w" | b"W") {
+        if !matches!(&line[a1 + t0..a1 + t1], b"t" | b"T" | b"w" | b"W") {
             return;
         }
-        let Ok(name) = std::str::from_utf8(name) else {
+        let name = &rest[n0..n1];
+        // Kernel symbol names are ASCII; anything else is not kept.
+        if !name.is_ascii() {
             return;
-        };
+        }
         let (Ok(name_at), Ok(name_len)) =
             (u32::try_from(self.names.len()), u16::try_from(name.len()))
         else {
             return;
         };
-        let module = match it.next().map(|m| {
-            let m = m.strip_prefix(b"[").unwrap_or(m);
-            m.strip_suffix(b"]").unwrap_or(m)
-        }) {
-            None => 0,
-            // Modules' symbols come grouped: the last one is almost always the one.
-            Some(m) => match self.modules.iter().rposition(|x| x.as_bytes() == m) {
-                Some(i) => i + 1,
-                None => {
-                    self.modules.push(String::from_utf8_lossy(m).into_owned());
-                    self.modules.len()
+        let (m0, m1) = field(&rest[n1..]);
+        let module = match &rest[n1 + m0..n1 + m1] {
+            [] => 0,
+            m => {
+                let m = m.strip_prefix(b"[").unwrap_or(m);
+                let m = m.strip_suffix(b"]").unwrap_or(m);
+                // Modules' symbols come grouped: the last one is almost always the one.
+                match self.modules.iter().rposition(|x| x.as_bytes() == m) {
+                    Some(i) => i + 1,
+                    None => {
+                        self.modules.push(String::from_utf8_lossy(m).into_owned());
+                        self.modules.len()
+                    }
                 }
-            },
+            }
         };
         let Ok(module) = u16::try_from(module) else {
             return;
         };
-        self.names.push_str(name);
+        self.names.extend_from_slice(name);
         self.entries.push(Entry {
             addr,
             name_at,
@@ -266,6 +313,7 @@ impl Table {
             name: self
                 .names
                 .get(at..at + usize::from(e.name_len))
+                .and_then(|n| std::str::from_utf8(n).ok())
                 .unwrap_or_default(),
             module: usize::from(e.module)
                 .checked_sub(1)
@@ -315,6 +363,47 @@ mod tests {
         assert_eq!(address(b"zz T x"), None);
         assert_eq!(address(b"1ffffffff81000000 T too_long"), None);
         assert_eq!(address(b""), None);
+    }
+
+    #[test]
+    fn text_read_in_pieces_is_parsed_as_a_whole() {
+        // Longer than the buffer, so that lines are cut at its end.
+        let mut text = String::new();
+        let mut i = 0u64;
+        while text.len() < READ_BUFFER * 2 + 100 {
+            let module = if i.is_multiple_of(7) { "\t[ext4]" } else { "" };
+            let ty = ["T", "t", "D", "W"][i as usize % 4];
+            text += &format!(
+                "{:016x} {ty} symbol_{i}{module}\n",
+                0xffffffff81000000 + i * 16
+            );
+            i += 1;
+        }
+        text += "ffffffffc0000000 t no_newline_at_the_end";
+        let read = Table::read_from(text.as_bytes()).unwrap();
+        let parsed = KernelSymbols::parse(&text);
+        let parsed = parsed.table();
+        assert_eq!(read.entries.len(), parsed.entries.len());
+        assert_eq!(read.names, parsed.names);
+        assert_eq!(read.modules, ["ext4"]);
+        let k = KernelSymbols {
+            table: OnceLock::from(read),
+            ..KernelSymbols::default()
+        };
+        assert_eq!(
+            k.find(0xffffffff81000000 + 21 * 16).unwrap().name,
+            "symbol_21"
+        );
+        assert_eq!(
+            k.find(0xffffffff81000000 + 21 * 16).unwrap().module,
+            Some("ext4")
+        );
+        assert_eq!(
+            k.find(0xffffffffc0000001).unwrap().name,
+            "no_newline_at_the_end"
+        );
+        // A line longer than the buffer is not kallsyms.
+        assert!(Table::read_from(vec![b'f'; READ_BUFFER + 1].as_slice()).is_none());
     }
 
     /// Loading only checks that addresses are shown; the ~5 MiB of symbols are read when a kernel
