@@ -294,9 +294,9 @@ fn resolve_file(path: &str, build_id: Option<&[u8]>, offsets: &[u64]) -> (Vec<Ve
     // New offsets are few after the first snapshot: reading the file again then costs less
     // memory than keeping every file's symbols and DWARF for the whole capture. Measured on a
     // system-wide continuous capture here, side by side: keeping the files sampled again and
-    // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 30 to 50
+    // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 28 to 53
     // MiB; keeping the two files resolved in consecutive intervals (libc and its debug file among
-    // them) saved nothing measurable and cost 15 to 25 MiB. A symbolizer per file rather
+    // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file rather
     // than one and `evict(path)`: blazesym also caches the separate debug file a
     // `.gnu_debuglink` led to (e.g. /usr/lib/debug/.build-id/..), every page of which its
     // checksum read, and evicting `path` leaves that one mapped.
