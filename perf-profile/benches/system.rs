@@ -18,7 +18,8 @@
 //!    alone and under `profile -F 99`, the median of 5 runs each.
 //!
 //! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
-//! changes the capture's length. Prints `skipped: <reason>` where it cannot run.
+//! changes the capture's length; `BENCH_ONLY=dwarf` (a comma-separated list of `system`, `dwarf`,
+//! `slowdown`) runs only those parts. Prints `skipped: <reason>` where it cannot run.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -88,13 +89,21 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let calls = build_workload(&dir);
-    system_wide(&profile, &calls, &dir, secs);
-    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
-        dwarf(&profile, &dir);
-    } else {
-        skip("-g dwarf unwinds on x86_64 and aarch64");
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let run = |part: &str| only.is_empty() || only.split(',').any(|p| p == part);
+    if run("system") {
+        system_wide(&profile, &calls, &dir, secs);
     }
-    slowdown(&profile);
+    if run("dwarf") {
+        if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            dwarf(&profile, &dir);
+        } else {
+            skip("-g dwarf unwinds on x86_64 and aarch64");
+        }
+    }
+    if run("slowdown") {
+        slowdown(&profile);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -358,8 +358,8 @@ impl Profiler {
 
     /// The profile since the last cut (or the start), and a fresh aggregation from now on, for
     /// continuous profiling: every sample read is in exactly one cut, its counts (and lost or
-    /// throttled records) too. Mappings no process has any more are dropped; symbols resolved in
-    /// the mappings that remain stay cached across cuts. Records still in the rings are not in
+    /// throttled records) too. Mappings no process has any more are dropped; symbols stay cached
+    /// while the files they are in are sampled (see [`Symbols::end_interval`]). Records still in the rings are not in
     /// it: [`poll`](Self::poll) first.
     pub fn cut(&mut self) -> Profile {
         let profile = self.pipe.snapshot();
@@ -380,6 +380,7 @@ impl Profiler {
             Frame::Kernel { .. } | Frame::KernelHidden => Some(*f),
             Frame::Unmapped { .. } | Frame::Jit { .. } => None,
         });
+        self.pipe.symbols.end_interval();
         profile
     }
 

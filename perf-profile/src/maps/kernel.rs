@@ -1,10 +1,13 @@
 //! The kernel's symbols from `/proc/kallsyms`, and why they may be hidden.
 //!
-//! The file is read line by line (it is ~5 MiB) and its text symbols are kept compactly: the names
-//! in one string, 16 bytes per symbol besides.
+//! [`KernelSymbols::load`] only checks whether the addresses are shown; the file (~5 MiB of text
+//! the kernel formats on each read: tens of milliseconds) is read when a kernel frame is first
+//! named, so a profile without kernel frames never pays for it. Its text symbols are kept
+//! compactly: the names in one buffer, 16 bytes per symbol besides.
 
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::sync::OnceLock;
 
 /// A kernel text symbol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,8 +20,8 @@ pub struct KernelSymbol<'a> {
     pub module: Option<&'a str>,
 }
 
-/// One symbol: its address, its name's place in [`KernelSymbols::names`], its module (0: none,
-/// else an index + 1 into [`KernelSymbols::modules`]).
+/// One symbol: its address, its name's place in [`Table::names`], its module (0: none, else an
+/// index + 1 into [`Table::modules`]).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     addr: u64,
@@ -27,39 +30,67 @@ struct Entry {
     module: u16,
 }
 
-/// The kernel's text symbols, sorted by address, or why there are none.
+/// The text symbols, sorted by address.
 #[derive(Clone, Debug, Default)]
-pub struct KernelSymbols {
+struct Table {
     entries: Vec<Entry>,
-    names: String,
+    /// The names, one after the other (ASCII).
+    names: Vec<u8>,
     modules: Vec<String>,
-    hidden: Option<String>,
     /// Lines parsed, and those with a zero address (all zero: the addresses are hidden).
     lines: usize,
     zero: usize,
 }
 
+/// The kernel's text symbols, or why there are none.
+#[derive(Clone, Debug, Default)]
+pub struct KernelSymbols {
+    /// Filled on first use when `lazy`, else when parsed.
+    table: OnceLock<Table>,
+    /// Read `/proc/kallsyms` into `table` when a symbol is first looked up.
+    lazy: bool,
+    hidden: Option<String>,
+}
+
+/// `/proc/kallsyms` is read in pieces this large.
+const READ_BUFFER: usize = 256 << 10;
+
 impl KernelSymbols {
-    /// Reads `/proc/kallsyms`. Where `kernel.kptr_restrict` (or the reader's lack of
-    /// `CAP_SYSLOG`) hides the addresses, there are no symbols and [`hidden`](Self::hidden) says why.
+    /// Checks that `/proc/kallsyms` shows the kernel's addresses; its symbols are read when one
+    /// is first looked up ([`find`](Self::find), [`range`](Self::range)). Where
+    /// `kernel.kptr_restrict` (or the reader's lack of `CAP_SYSLOG`) hides the addresses, there
+    /// are no symbols and [`hidden`](Self::hidden) says why.
     pub fn load() -> Self {
-        let file = match File::open("/proc/kallsyms") {
+        let file = match File::open(KALLSYMS) {
             Ok(f) => f,
             Err(e) => return Self::unreadable(&e),
         };
-        let mut k = Self::default();
+        // The kernel shows every address or none (it decides when the file is opened): the first
+        // non-zero address says they are shown. (The first symbols may be per-CPU variables at
+        // offset 0.) Hidden, every line is read to be sure, and nothing kept.
         let mut r = BufReader::new(file);
-        let mut line = String::new();
+        let mut line = Vec::new();
+        let mut t = Table::default();
         loop {
             line.clear();
-            match r.read_line(&mut line) {
+            match r.read_until(b'\n', &mut line) {
                 Ok(0) => break,
-                Ok(_) => k.add_line(&line),
+                Ok(_) => match address(&line) {
+                    Some(0) => t.zero += 1,
+                    Some(_) => {
+                        return Self {
+                            lazy: true,
+                            ..Self::default()
+                        }
+                    }
+                    None => continue,
+                },
                 Err(e) => return Self::unreadable(&e),
             }
+            t.lines += 1;
         }
-        k.finish();
-        if k.hidden.is_some() {
+        let mut k = Self::default();
+        if t.lines > 0 && t.zero == t.lines {
             let restrict = fs::read_to_string("/proc/sys/kernel/kptr_restrict")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unreadable".into());
@@ -83,28 +114,157 @@ impl KernelSymbols {
 
     /// Parses the text of `/proc/kallsyms` (`ADDR TYPE NAME [MODULE]` lines); text symbols only.
     pub fn parse(text: &str) -> Self {
-        let mut k = Self::default();
+        let mut t = Table::default();
         for line in text.lines() {
-            k.add_line(line);
+            t.add_line(line.as_bytes());
         }
-        k.finish();
-        k
+        t.finish();
+        let hidden = (t.lines > 0 && t.zero == t.lines)
+            .then(|| "/proc/kallsyms shows zero addresses".to_owned());
+        Self {
+            table: OnceLock::from(t),
+            lazy: false,
+            hidden,
+        }
     }
 
-    fn add_line(&mut self, line: &str) {
-        let mut it = line.split_whitespace();
-        let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
-            return;
+    /// Why kernel frames cannot be named, or `None` when they can.
+    pub fn hidden(&self) -> Option<&str> {
+        self.hidden.as_deref()
+    }
+
+    /// The symbols, read now if they were not yet.
+    fn table(&self) -> &Table {
+        self.table.get_or_init(|| {
+            if self.lazy {
+                Table::read().unwrap_or_default()
+            } else {
+                Table::default()
+            }
+        })
+    }
+
+    /// Whether the symbols were read (a lazy [`load`](Self::load) reads them on first use).
+    #[cfg(test)]
+    fn is_read(&self) -> bool {
+        self.table.get().is_some()
+    }
+
+    /// The symbol `addr` falls in: the last one at or below it. `None` below the first symbol.
+    pub fn find(&self, addr: u64) -> Option<KernelSymbol<'_>> {
+        let t = self.table();
+        let i = t.entries.partition_point(|e| e.addr <= addr);
+        i.checked_sub(1)
+            .and_then(|i| t.entries.get(i))
+            .map(|e| t.symbol(e))
+    }
+
+    /// The lowest and highest symbol address.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        let t = self.table();
+        Some((t.entries.first()?.addr, t.entries.last()?.addr))
+    }
+}
+
+const KALLSYMS: &str = "/proc/kallsyms";
+
+/// The address a `/proc/kallsyms` line starts with (hex digits up to the first space or tab);
+/// `None` for a line that does not start with one.
+fn address(line: &[u8]) -> Option<u64> {
+    let end = line
+        .iter()
+        .position(|b| *b == b' ' || *b == b'\t' || *b == b'\n')
+        .unwrap_or(line.len());
+    let hex = &line[..end];
+    if hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    hex.iter().try_fold(0u64, |a, &b| {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
         };
+        Some(a << 4 | u64::from(d))
+    })
+}
+
+impl Table {
+    /// `/proc/kallsyms` read now; `None` when it cannot be read through.
+    fn read() -> Option<Self> {
+        Self::read_from(File::open(KALLSYMS).ok()?)
+    }
+
+    /// The symbols of the `/proc/kallsyms` text `file` gives; `None` when it fails.
+    fn read_from(mut file: impl Read) -> Option<Self> {
+        let mut t = Self::default();
+        // Lines are parsed where they were read; a line cut by the buffer's end moves to its start.
+        let mut buf = vec![0u8; READ_BUFFER];
+        let mut have = 0;
+        loop {
+            let n = match file.read(&mut buf[have..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            have += n;
+            let mut start = 0;
+            while let Some(len) = buf[start..have].iter().position(|&b| b == b'\n') {
+                t.add_line(&buf[start..start + len]);
+                start += len + 1;
+            }
+            if n == 0 {
+                t.add_line(&buf[start..have]);
+                break;
+            }
+            buf.copy_within(start..have, 0);
+            have -= start;
+            if have == buf.len() {
+                // A line as long as the buffer: not /proc/kallsyms as we know it.
+                return None;
+            }
+        }
+        t.finish();
+        Some(t)
+    }
+
+    /// Adds a line (`ADDR TYPE NAME` or `ADDR TYPE NAME\t[MODULE]`, fields separated by spaces or
+    /// tabs) if it is a text symbol.
+    fn add_line(&mut self, line: &[u8]) {
+        let separator = |b: &u8| *b == b' ' || *b == b'\t';
+        let field = |rest: &[u8]| -> (usize, usize) {
+            let start = rest
+                .iter()
+                .position(|b| !separator(b))
+                .unwrap_or(rest.len());
+            let len = rest[start..]
+                .iter()
+                .position(|b| separator(b) || *b == b'\n')
+                .unwrap_or(rest.len() - start);
+            (start, start + len)
+        };
+        let (a0, a1) = field(line);
+        let (t0, t1) = field(&line[a1..]);
+        let rest = &line[a1 + t1..];
+        let (n0, n1) = field(rest);
+        if n0 == n1 {
+            return;
+        }
         self.lines += 1;
-        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+        let Some(addr) = address(&line[a0..a1]) else {
             return;
         };
         if addr == 0 {
             self.zero += 1;
             return;
         }
-        if !matches!(ty, "t" | "T" | "w" | "W") {
+        if !matches!(&line[a1 + t0..a1 + t1], b"t" | b"T" | b"w" | b"W") {
+            return;
+        }
+        let name = &rest[n0..n1];
+        // Kernel symbol names are ASCII; anything else is not kept.
+        if !name.is_ascii() {
             return;
         }
         let (Ok(name_at), Ok(name_len)) =
@@ -112,24 +272,26 @@ impl KernelSymbols {
         else {
             return;
         };
-        let module = match it
-            .next()
-            .map(|m| m.trim_start_matches('[').trim_end_matches(']'))
-        {
-            None => 0,
-            // Modules' symbols come grouped: the last one is almost always the one.
-            Some(m) => match self.modules.iter().rposition(|x| x == m) {
-                Some(i) => i + 1,
-                None => {
-                    self.modules.push(m.to_owned());
-                    self.modules.len()
+        let (m0, m1) = field(&rest[n1..]);
+        let module = match &rest[n1 + m0..n1 + m1] {
+            [] => 0,
+            m => {
+                let m = m.strip_prefix(b"[").unwrap_or(m);
+                let m = m.strip_suffix(b"]").unwrap_or(m);
+                // Modules' symbols come grouped: the last one is almost always the one.
+                match self.modules.iter().rposition(|x| x.as_bytes() == m) {
+                    Some(i) => i + 1,
+                    None => {
+                        self.modules.push(String::from_utf8_lossy(m).into_owned());
+                        self.modules.len()
+                    }
                 }
-            },
+            }
         };
         let Ok(module) = u16::try_from(module) else {
             return;
         };
-        self.names.push_str(name);
+        self.names.extend_from_slice(name);
         self.entries.push(Entry {
             addr,
             name_at,
@@ -142,14 +304,6 @@ impl KernelSymbols {
         self.entries.sort_by_key(|e| e.addr);
         self.entries.shrink_to_fit();
         self.names.shrink_to_fit();
-        if self.lines > 0 && self.zero == self.lines {
-            self.hidden = Some("/proc/kallsyms shows zero addresses".to_owned());
-        }
-    }
-
-    /// Why kernel frames cannot be named, or `None` when they can.
-    pub fn hidden(&self) -> Option<&str> {
-        self.hidden.as_deref()
     }
 
     fn symbol(&self, e: &Entry) -> KernelSymbol<'_> {
@@ -159,25 +313,13 @@ impl KernelSymbols {
             name: self
                 .names
                 .get(at..at + usize::from(e.name_len))
+                .and_then(|n| std::str::from_utf8(n).ok())
                 .unwrap_or_default(),
             module: usize::from(e.module)
                 .checked_sub(1)
                 .and_then(|i| self.modules.get(i))
                 .map(String::as_str),
         }
-    }
-
-    /// The symbol `addr` falls in: the last one at or below it. `None` below the first symbol.
-    pub fn find(&self, addr: u64) -> Option<KernelSymbol<'_>> {
-        let i = self.entries.partition_point(|e| e.addr <= addr);
-        i.checked_sub(1)
-            .and_then(|i| self.entries.get(i))
-            .map(|e| self.symbol(e))
-    }
-
-    /// The lowest and highest symbol address.
-    pub fn range(&self) -> Option<(u64, u64)> {
-        Some((self.entries.first()?.addr, self.entries.last()?.addr))
     }
 }
 
@@ -209,5 +351,85 @@ mod tests {
         let k = KernelSymbols::parse("0000000000000000 T _stext\n0000000000000000 t do_thing\n");
         assert!(k.hidden().is_some());
         assert!(k.find(0xffffffff81000150).is_none());
+    }
+
+    #[test]
+    fn addresses_parse_as_hex_and_nothing_else() {
+        assert_eq!(
+            address(b"ffffffff81000000 T _stext\n"),
+            Some(0xffffffff81000000)
+        );
+        assert_eq!(address(b"0000000000000000 A fixed_percpu_data"), Some(0));
+        assert_eq!(address(b"zz T x"), None);
+        assert_eq!(address(b"1ffffffff81000000 T too_long"), None);
+        assert_eq!(address(b""), None);
+    }
+
+    #[test]
+    fn text_read_in_pieces_is_parsed_as_a_whole() {
+        // Longer than the buffer, so that lines are cut at its end.
+        let mut text = String::new();
+        let mut i = 0u64;
+        while text.len() < READ_BUFFER * 2 + 100 {
+            let module = if i.is_multiple_of(7) { "\t[ext4]" } else { "" };
+            let ty = ["T", "t", "D", "W"][i as usize % 4];
+            text += &format!(
+                "{:016x} {ty} symbol_{i}{module}\n",
+                0xffffffff81000000 + i * 16
+            );
+            i += 1;
+        }
+        text += "ffffffffc0000000 t no_newline_at_the_end";
+        let read = Table::read_from(text.as_bytes()).unwrap();
+        let parsed = KernelSymbols::parse(&text);
+        let parsed = parsed.table();
+        assert_eq!(read.entries.len(), parsed.entries.len());
+        assert_eq!(read.names, parsed.names);
+        assert_eq!(read.modules, ["ext4"]);
+        let k = KernelSymbols {
+            table: OnceLock::from(read),
+            ..KernelSymbols::default()
+        };
+        assert_eq!(
+            k.find(0xffffffff81000000 + 21 * 16).unwrap().name,
+            "symbol_21"
+        );
+        assert_eq!(
+            k.find(0xffffffff81000000 + 21 * 16).unwrap().module,
+            Some("ext4")
+        );
+        assert_eq!(
+            k.find(0xffffffffc0000001).unwrap().name,
+            "no_newline_at_the_end"
+        );
+        // A line longer than the buffer is not kallsyms.
+        assert!(Table::read_from(vec![b'f'; READ_BUFFER + 1].as_slice()).is_none());
+    }
+
+    /// Loading only checks that addresses are shown; the ~5 MiB of symbols are read when a kernel
+    /// frame is first named, once.
+    #[test]
+    fn the_kernel_symbols_are_read_on_first_use_only() {
+        let k = KernelSymbols::load();
+        if let Some(why) = k.hidden() {
+            println!("skipped: {why}");
+            return;
+        }
+        assert!(!k.is_read(), "read at load");
+        let text = fs::read_to_string(KALLSYMS).unwrap();
+        let stext = text
+            .lines()
+            .find(|l| l.ends_with(" _stext"))
+            .and_then(|l| address(l.as_bytes()))
+            .expect("_stext in /proc/kallsyms");
+        let found = k.find(stext + 1).expect("a symbol at _stext");
+        assert_eq!(found.addr, stext);
+        assert!(k.is_read());
+        // The same lowest symbol as parsing the whole text gives (the highest may be a BPF
+        // program's, loaded or unloaded meanwhile).
+        assert_eq!(
+            k.range().map(|r| r.0),
+            KernelSymbols::parse(&text).range().map(|r| r.0)
+        );
     }
 }
