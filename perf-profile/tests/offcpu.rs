@@ -12,45 +12,35 @@ use perf_profile::offcpu::{Method, FALLBACK_EVENT};
 use perf_profile::{Options, Profile, Profiler, Target};
 use tests::{require, Skip};
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh directory for one test's files (not `/tmp/perf-*`, which perf takes for JIT maps).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profile-offcpu-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Off-CPU samples are taken in the kernel: root, or a paranoid level that lets it be sampled.
-fn may_sample_the_kernel() -> bool {
-    tests::is_root() || tests::paranoid() <= 1
-}
-
-fn have_cc() -> bool {
-    Command::new("cc")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+mod common;
+use common::{build_c, scratch, text};
 
 /// `tests/workload/sleeps.c` (main -> wait_here, which sleeps 50 ms per round and prints its
 /// measured time inside wait_here), built with frame pointers into `dir`.
 fn sleeps(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/sleeps.c");
-    let bin = dir.join("sleeps");
-    let out = Command::new("cc")
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cc failed: {}", text(&out.stderr));
-    bin
+    build_c(dir, "sleeps")
+}
+
+/// Checks a run of the example on `sleeps.c` that took the context-switches method: it succeeded,
+/// said which method it took, and put the time the workload measured (its stdout) in `main ->
+/// wait_here` of `folded` within 10 %. Returns the folded stacks.
+fn context_switches_run_ok(
+    out: &std::process::Output,
+    folded: &Path,
+    what: &str,
+) -> Vec<(String, u64)> {
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "profile failed: {err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("profile: off-CPU by context-switches (")),
+        "{err}"
+    );
+    let measured: f64 = text(&out.stdout).trim().parse().unwrap();
+    let stacks = read_folded(folded);
+    let (ours, _) = in_wait_here(&stacks);
+    assert_within_ten_percent(&format!("context-switches ({what})"), ours, measured);
+    stacks
 }
 
 /// The nanoseconds the folded stacks put in `main -> wait_here`, and in all.
@@ -114,13 +104,9 @@ fn capture(opts: &Options, rounds: u32, dir: &Path) -> (Option<Method>, Profile,
 
 #[test]
 fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_percent() {
-    require!(
-        may_sample_the_kernel(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have_cc(), Skip::Environment, "no C compiler");
+    // Off-CPU samples are taken in the kernel: root, or a paranoid level that lets it be sampled.
+    common::require_sampling!();
+    common::require_cc!();
     let dir = scratch("cs");
     let bin = sleeps(&dir);
     let folded = dir.join("off.folded");
@@ -139,18 +125,7 @@ fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
-    // The tool says which method it took.
-    assert!(
-        err.lines()
-            .any(|l| l.starts_with("profile: off-CPU by context-switches (")),
-        "{err}"
-    );
-    let measured: f64 = text(&out.stdout).trim().parse().unwrap();
-    let stacks = read_folded(&folded);
-    let (ours, _) = in_wait_here(&stacks);
-    assert_within_ten_percent("context-switches (the example)", ours, measured);
+    let stacks = context_switches_run_ok(&out, &folded, "the example");
     // The stacks run into the kernel's sleep, below wait_here's system call.
     assert!(
         stacks
@@ -189,13 +164,9 @@ fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_
 
 #[test]
 fn without_a_usable_tracefs_the_automatic_choice_is_the_context_switches_event() {
-    require!(
-        may_sample_the_kernel(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have_cc(), Skip::Environment, "no C compiler");
+    // Off-CPU samples are taken in the kernel: root, or a paranoid level that lets it be sampled.
+    common::require_sampling!();
+    common::require_cc!();
     let dir = scratch("auto");
     // A tracefs without the tracepoint: an empty directory (tracefs itself is left alone).
     let empty = dir.join("no-tracefs");
@@ -251,13 +222,9 @@ fn without_a_usable_tracefs_the_automatic_choice_is_the_context_switches_event()
 
 #[test]
 fn off_cpu_without_kernel_frames_still_samples_the_switch_outs() {
-    require!(
-        may_sample_the_kernel(),
-        Skip::Privilege,
-        "needs root or perf_event_paranoid <= 1 (it is {})",
-        tests::paranoid()
-    );
-    require!(have_cc(), Skip::Environment, "no C compiler");
+    // Off-CPU samples are taken in the kernel: root, or a paranoid level that lets it be sampled.
+    common::require_sampling!();
+    common::require_cc!();
     let dir = scratch("user");
     for method in [Method::ContextSwitches, Method::SchedSwitch] {
         if method == Method::SchedSwitch && tests::tracepoint("sched:sched_switch").is_err() {
@@ -306,7 +273,7 @@ fn a_user_who_cannot_read_tracefs_gets_the_context_switches_method_automatically
         Skip::Privilege,
         "needs root, to run the profiler as another user"
     );
-    require!(have_cc(), Skip::Environment, "no C compiler");
+    common::require_cc!();
     let example = tests::package_example_binary("perf-profile", "profile");
     let works = |program: &Path, args: &[&str]| {
         as_nobody_with_perfmon(program, args).is_ok_and(|o| o.status.success())
@@ -340,13 +307,8 @@ fn a_user_who_cannot_read_tracefs_gets_the_context_switches_method_automatically
         ],
     )
     .unwrap();
+    context_switches_run_ok(&out, &folded, "nobody with CAP_PERFMON");
     let err = text(&out.stderr);
-    assert!(out.status.success(), "profile failed: {err}");
-    assert!(
-        err.lines()
-            .any(|l| l.starts_with("profile: off-CPU by context-switches (")),
-        "{err}"
-    );
     assert!(
         err.lines().any(
             |l| l.starts_with("profile: note: off-CPU by the context-switches")
@@ -354,8 +316,4 @@ fn a_user_who_cannot_read_tracefs_gets_the_context_switches_method_automatically
         ),
         "{err}"
     );
-    let measured: f64 = text(&out.stdout).trim().parse().unwrap();
-    let stacks = read_folded(&folded);
-    let (ours, _) = in_wait_here(&stacks);
-    assert_within_ten_percent("context-switches (nobody with CAP_PERFMON)", ours, measured);
 }
