@@ -196,7 +196,9 @@ fn stat_format_fields_come_back_and_id_matches_the_ioctl() {
     assert_eq!(s.count, 3);
     assert_eq!(s.id, Some(c.id().unwrap()));
     assert_eq!(s.lost_records, Some(0));
-    assert!(s.time_running.unwrap() > 0);
+    // An emulated CPU's clock can stand still for as long as three page faults take (a 6.12 TCG
+    // guest read 0 here); elsewhere the counter ran for a while.
+    assert!(s.time_running.unwrap() > 0 || tests::emulated(), "{s:?}");
 }
 
 #[test]
