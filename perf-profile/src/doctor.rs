@@ -17,12 +17,13 @@
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use perf_event::config::{Opts, Proc};
 use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
+
+use crate::elf::{self, Endian, SectionHeader, SHT_DYNSYM, SHT_SYMTAB, STT_FUNC};
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -450,27 +451,8 @@ fn pmu_check() -> Check {
     }
 }
 
-/// An ELF section header, as far as needed.
-#[derive(Clone, Debug)]
-struct Section {
-    name: String,
-    ty: u32,
-    addr: u64,
-    offset: u64,
-    size: u64,
-    link: u32,
-}
-
-/// An ELF file's sections, symbols and code, read as little as needed.
-struct Elf {
-    file: File,
-    is64: bool,
-    machine: u16,
-    sections: Vec<Section>,
-}
-
-/// What is read of an ELF table at most.
-const MAX_TABLE: u64 = 64 << 20;
+/// What is read of a symbol table or its names at most.
+const MAX_SYMBOLS: u64 = 64 << 20;
 
 /// Functions of the C runtime's start files, which never set up a frame pointer whatever the
 /// program is built with: not counted.
@@ -487,152 +469,57 @@ const CRT_FUNCTIONS: &[&str] = &[
     "_dl_relocate_static_pie",
 ];
 
-impl Elf {
-    fn open(path: &Path) -> Option<Self> {
-        let mut file = File::open(path).ok()?;
-        let mut h = [0u8; 64];
-        file.read_exact(&mut h).ok()?;
-        if &h[..4] != b"\x7fELF" || h[5] != 1 {
-            return None; // Not ELF, or big-endian.
-        }
-        let is64 = h[4] == 2;
-        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
-        let machine = u16_at(18);
-        let (shoff, shentsize, shnum, shstrndx) = if is64 {
-            (le64(&h, 40)?, u16_at(58), u16_at(60), u16_at(62))
-        } else {
-            (u64::from(le32(&h, 32)?), u16_at(46), u16_at(48), u16_at(50))
-        };
-        let mut elf = Self {
-            file,
-            is64,
-            machine,
-            sections: Vec::new(),
-        };
-        let table = elf.read(shoff, u64::from(shentsize) * u64::from(shnum))?;
-        let mut raw = Vec::new();
-        for e in table.chunks_exact(usize::from(shentsize).max(1)) {
-            let (name, ty) = (le32(e, 0)?, le32(e, 4)?);
-            let (addr, offset, size, link) = if is64 {
-                (le64(e, 16)?, le64(e, 24)?, le64(e, 32)?, le32(e, 40)?)
-            } else {
-                (
-                    u64::from(le32(e, 12)?),
-                    u64::from(le32(e, 16)?),
-                    u64::from(le32(e, 20)?),
-                    le32(e, 24)?,
-                )
-            };
-            raw.push((name, ty, addr, offset, size, link));
-        }
-        let &(_, _, _, stroff, strsize, _) = raw.get(usize::from(shstrndx))?;
-        let names = elf.read(stroff, strsize)?;
-        for (name, ty, addr, offset, size, link) in raw {
-            elf.sections.push(Section {
-                name: c_str(&names, name as usize),
-                ty,
-                addr,
-                offset,
-                size,
-                link,
-            });
-        }
-        Some(elf)
-    }
+/// A little-endian ELF file with its section headers, the way the checks of a binary read it.
+struct Binary {
+    elf: elf::Elf<File>,
+    sections: Vec<SectionHeader>,
+}
 
-    fn read(&mut self, off: u64, len: u64) -> Option<Vec<u8>> {
-        if len > MAX_TABLE {
+impl Binary {
+    /// The ELF file at `path`; `None` when it is not one, is big-endian, or its section headers
+    /// cannot be read.
+    fn open(path: &Path) -> Option<Self> {
+        let mut elf = elf::open(path)?;
+        if elf.header().endian != Endian::Little {
             return None;
         }
-        self.file.seek(SeekFrom::Start(off)).ok()?;
-        let mut buf = vec![0u8; usize::try_from(len).ok()?];
-        self.file.read_exact(&mut buf).ok()?;
-        Some(buf)
+        let sections = elf.sections()?;
+        Some(Self { elf, sections })
     }
 
     fn has(&self, name: &str) -> bool {
-        self.sections.iter().any(|s| s.name == name)
+        self.sections.iter().any(|s| s.name == name.as_bytes())
     }
 
     /// The functions of `.symtab` (else `.dynsym`) of 16 bytes or more, but the C runtime's:
     /// their addresses.
     fn functions(&mut self) -> Vec<u64> {
-        const SHT_SYMTAB: u32 = 2;
-        const SHT_DYNSYM: u32 = 11;
-        const STT_FUNC: u8 = 2;
-        let table = self
+        let of = |kind| self.sections.iter().find(|s| s.kind == kind);
+        let Some(table) = of(SHT_SYMTAB).or_else(|| of(SHT_DYNSYM)).cloned() else {
+            return Vec::new();
+        };
+        let Some(data) = self.elf.section_data(&table, MAX_SYMBOLS) else {
+            return Vec::new();
+        };
+        let names = self
             .sections
-            .iter()
-            .find(|s| s.ty == SHT_SYMTAB)
-            .or_else(|| self.sections.iter().find(|s| s.ty == SHT_DYNSYM))
-            .cloned();
-        let Some(table) = table else {
-            return Vec::new();
-        };
-        let Some(data) = self.read(table.offset, table.size) else {
-            return Vec::new();
-        };
-        let strtab = self.sections.get(table.link as usize).cloned();
-        let names = strtab
-            .and_then(|t| self.read(t.offset, t.size))
+            .get(table.link as usize)
+            .cloned()
+            .and_then(|t| self.elf.section_data(&t, MAX_SYMBOLS))
             .unwrap_or_default();
-        let ent = if self.is64 { 24 } else { 16 };
-        let mut out = Vec::new();
-        for s in data.chunks_exact(ent) {
-            let parsed = if self.is64 {
-                (|| Some((le32(s, 0)?, s[4], le64(s, 8)?, le64(s, 16)?)))()
-            } else {
-                (|| {
-                    Some((
-                        le32(s, 0)?,
-                        s[12],
-                        u64::from(le32(s, 4)?),
-                        u64::from(le32(s, 8)?),
-                    ))
-                })()
-            };
-            let Some((name, info, value, size)) = parsed else {
-                continue;
-            };
-            if info & 0xf == STT_FUNC
-                && value != 0
-                && size >= 16
-                && !CRT_FUNCTIONS.contains(&c_str(&names, name as usize).as_str())
-            {
-                out.push(value);
-            }
-        }
+        let mut out: Vec<u64> = elf::symbols(&data, &names, self.elf.header(), table.entsize)
+            .filter(|s| {
+                s.kind == STT_FUNC
+                    && s.value != 0
+                    && s.size >= 16
+                    && !CRT_FUNCTIONS.iter().any(|f| f.as_bytes() == s.name)
+            })
+            .map(|s| s.value)
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
     }
-
-    /// The first `n` bytes of the code at virtual address `addr`.
-    fn code_at(&mut self, addr: u64, n: u64) -> Option<Vec<u8>> {
-        const SHT_PROGBITS: u32 = 1;
-        let s = self
-            .sections
-            .iter()
-            .find(|s| {
-                s.ty == SHT_PROGBITS && s.addr != 0 && addr >= s.addr && addr + n <= s.addr + s.size
-            })?
-            .clone();
-        self.read(s.offset + (addr - s.addr), n)
-    }
-}
-
-/// The NUL-terminated string at `at` of a string table.
-fn c_str(table: &[u8], at: usize) -> String {
-    let s = table.get(at..).unwrap_or_default();
-    String::from_utf8_lossy(&s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())]).into_owned()
-}
-
-fn le32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn le64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// Whether `code` (a function's first bytes) sets up a frame pointer, for ELF `machine`.
@@ -661,7 +548,7 @@ fn sets_frame_pointer(machine: u16, code: &[u8]) -> bool {
 /// Checks of the binary at `path`.
 fn binary_checks(path: &Path) -> Vec<Check> {
     let shown = path.display();
-    let Some(mut elf) = Elf::open(path) else {
+    let Some(mut bin) = Binary::open(path) else {
         return vec![Check {
             name: "binary".into(),
             status: Status::Warn,
@@ -671,13 +558,14 @@ fn binary_checks(path: &Path) -> Vec<Check> {
     };
     let mut out = Vec::new();
     // Frame pointers: the share of sizeable functions whose prologue sets one up.
-    let funcs = elf.functions();
+    let funcs = bin.functions();
     let step = (funcs.len() / 2000).max(1);
     let (mut with, mut seen) = (0u64, 0u64);
+    let machine = bin.elf.header().machine;
     for &addr in funcs.iter().step_by(step) {
-        if let Some(code) = elf.code_at(addr, 16) {
+        if let Some(code) = bin.elf.read_addr(&bin.sections, addr, 16) {
             seen += 1;
-            if sets_frame_pointer(elf.machine, &code) {
+            if sets_frame_pointer(machine, &code) {
                 with += 1;
             }
         }
@@ -714,9 +602,9 @@ fn binary_checks(path: &Path) -> Vec<Check> {
         }
     };
     out.push(fp);
-    let eh = elf.has(".eh_frame");
-    let hdr = elf.has(".eh_frame_hdr");
-    let dbg = elf.has(".debug_frame");
+    let eh = bin.has(".eh_frame");
+    let hdr = bin.has(".eh_frame_hdr");
+    let dbg = bin.has(".debug_frame");
     out.push(if (eh && hdr) || dbg {
         Check {
             name: "unwind tables".into(),
@@ -757,8 +645,8 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             fix: Some("link with -Wl,--build-id".into()),
         },
     });
-    let symtab = elf.has(".symtab");
-    let debug = elf.has(".debug_info");
+    let symtab = bin.has(".symtab");
+    let debug = bin.has(".debug_info");
     out.push(Check {
         name: "symbols".into(),
         status: if symtab || debug {
@@ -773,9 +661,9 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             } else {
                 "no .symtab (stripped): only exported functions are named"
             },
-            if elf.has(".debug_info") {
+            if bin.has(".debug_info") {
                 ", DWARF line info"
-            } else if elf.has(".gnu_debuglink") {
+            } else if bin.has(".gnu_debuglink") {
                 ", a .gnu_debuglink to separate debug info"
             } else {
                 ", no DWARF: no file:line"
@@ -866,6 +754,91 @@ mod tests {
         let root = Caps { root: true, ..user };
         assert_eq!(paranoid_check(Some(4), root, true).status, Status::Ok);
         assert_eq!(paranoid_check(None, root, false).status, Status::Fail);
+    }
+
+    #[test]
+    fn a_binary_is_read_for_its_functions_prologues_unwind_tables_and_symbols() {
+        use crate::elf::tests::{build_with, symbol_table, TestSection};
+        use crate::elf::SHT_PROGBITS;
+        let fp = [0x55, 0x48, 0x89, 0xe5];
+        let endbr_fp = [0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5];
+        let no_fp = [0x48, 0x83, 0xec, 0x08];
+        // Five functions of 16 bytes from 0x1000: with a frame pointer (twice), without, the C
+        // runtime's _start (not counted) and one of 8 bytes (too small to count).
+        let mut code = Vec::new();
+        for f in [&fp[..], &endbr_fp, &no_fp, &no_fp, &no_fp] {
+            let at = code.len();
+            code.extend_from_slice(f);
+            code.resize(at + 16, 0x90);
+        }
+        let names = b"\0a\0b\0c\0_start\0tiny\0data\0";
+        let syms = symbol_table(
+            true,
+            Endian::Little,
+            &[
+                (0, 0, 0, 0),
+                (1, STT_FUNC, 0x1000, 16),
+                (3, STT_FUNC, 0x1010, 16),
+                (5, STT_FUNC, 0x1020, 16),
+                (7, STT_FUNC, 0x1030, 16),
+                (14, STT_FUNC, 0x1040, 8),
+                (19, 1, 0x1000, 64),
+            ],
+        );
+        let section = |name, kind, addr, bytes| TestSection {
+            name,
+            kind,
+            addr,
+            bytes,
+            ..TestSection::default()
+        };
+        let sections = [
+            section(".text", SHT_PROGBITS, 0x1000, &code[..]),
+            TestSection {
+                link: 3,
+                entsize: 24,
+                ..section(".symtab", SHT_SYMTAB, 0, &syms)
+            },
+            section(".strtab", 3, 0, names),
+            section(".eh_frame", SHT_PROGBITS, 0x2000, &[0; 8]),
+            section(".eh_frame_hdr", SHT_PROGBITS, 0x2008, &[0; 8]),
+        ];
+        let dir = std::env::temp_dir().join(format!("doctor-elf-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bin");
+        fs::write(&path, build_with(true, Endian::Little, &[], &sections)).unwrap();
+        let checks = binary_checks(&path);
+        let get = |name: &str| checks.iter().find(|c| c.name == name).unwrap();
+        let fp = get("frame pointers");
+        assert_eq!(fp.status, Status::Warn, "{checks:?}");
+        assert!(
+            fp.detail.starts_with(&format!(
+                "2 of 3 functions of {} set up a frame pointer (66%)",
+                path.display()
+            )),
+            "{fp:?}"
+        );
+        assert_eq!(get("unwind tables").status, Status::Ok, "{checks:?}");
+        assert!(get("unwind tables")
+            .detail
+            .ends_with("has .eh_frame, .eh_frame_hdr: -g dwarf can unwind it"));
+        assert_eq!(get("build id").status, Status::Warn, "{checks:?}");
+        assert_eq!(get("symbols").status, Status::Ok, "{checks:?}");
+
+        // The same big-endian, or cut short of its section headers: not read.
+        for file in [
+            build_with(true, Endian::Big, &[], &sections),
+            build_with(true, Endian::Little, &[], &sections)[..200].to_vec(),
+        ] {
+            fs::write(&path, file).unwrap();
+            let checks = binary_checks(&path);
+            assert_eq!(checks.len(), 1, "{checks:?}");
+            assert_eq!(
+                (checks[0].name.as_str(), checks[0].status),
+                ("binary", Status::Warn)
+            );
+        }
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Reading ELF files, as far as this crate needs: the file header, program headers, section
-//! headers with their names, section contents (decompressing `SHF_COMPRESSED` ones) and notes; 32-
-//! and 64-bit, either byte order. One reader for every use: build ids
-//! ([`maps::build_id`](crate::maps::build_id)) and unwind tables (`unwind::elf`).
+//! headers with their names, section contents (decompressing `SHF_COMPRESSED` ones), code by its
+//! address, notes and symbols; 32- and 64-bit, either byte order. One reader for every use: build
+//! ids ([`maps::build_id`](crate::maps::build_id)), unwind tables (`unwind::elf`) and the
+//! [`doctor`](crate::doctor)'s look at a binary.
 //!
 //! Every offset, size and count comes from the file and is checked: a truncated, foreign or
 //! malformed file gives `None`, never a panic, and no table or section is read past the limit its
@@ -15,8 +16,16 @@ use std::path::Path;
 pub(crate) const PT_LOAD: u32 = 1;
 /// `p_type` of a segment of notes.
 pub(crate) const PT_NOTE: u32 = 4;
+/// `sh_type` of a section of program-defined bytes (code, data, `.eh_frame`).
+pub(crate) const SHT_PROGBITS: u32 = 1;
+/// `sh_type` of the full symbol table (`.symtab`).
+pub(crate) const SHT_SYMTAB: u32 = 2;
 /// `sh_type` of a section that takes no room in the file (`.bss`).
 const SHT_NOBITS: u32 = 8;
+/// `sh_type` of the dynamic linker's symbol table (`.dynsym`).
+pub(crate) const SHT_DYNSYM: u32 = 11;
+/// A symbol's type (`ELF_ST_TYPE(st_info)`) when it names a function.
+pub(crate) const STT_FUNC: u8 = 2;
 /// `sh_flags`: the section's bytes are compressed, after an `ElfN_Chdr`.
 const SHF_COMPRESSED: u64 = 0x800;
 /// `ch_type` of zlib-compressed section bytes.
@@ -77,6 +86,8 @@ pub(crate) struct Header {
     /// `ELFCLASS64` (else 32-bit).
     pub is64: bool,
     pub endian: Endian,
+    /// `e_machine`: the architecture (`EM_X86_64` 62, `EM_AARCH64` 183, ...).
+    pub machine: u16,
     phoff: u64,
     phentsize: u16,
     phnum: u16,
@@ -110,6 +121,7 @@ impl Header {
         Some(Self {
             is64,
             endian,
+            machine: e.u16(h, 18)?,
             phoff: e.addr(is64, h, phoff_at)?,
             shoff: e.addr(is64, h, shoff_at)?,
             phentsize: e.u16(h, rest + 6)?,
@@ -151,6 +163,10 @@ pub(crate) struct SectionHeader {
     pub offset: u64,
     /// `sh_size`: its size in the file (compressed, where it is).
     pub size: u64,
+    /// `sh_link`: the index of a related section (a symbol table's string table).
+    pub link: u32,
+    /// `sh_entsize`: the size of each entry, for a section that is a table (symbols).
+    pub entsize: u64,
 }
 
 /// Where an ELF file's bytes come from: a file on disk, or (in tests) bytes in memory.
@@ -272,8 +288,10 @@ impl<S: Source> Elf<S> {
             .table(shoff, shentsize, shnum, min)?
             .iter()
             .map(|s| {
-                // sh_flags, sh_addr, sh_offset, sh_size: address-sized, from byte 8.
-                let field = |i: usize| e.addr(is64, s, 8 + i * if is64 { 8 } else { 4 });
+                // sh_flags, sh_addr, sh_offset, sh_size: address-sized, from byte 8; then
+                // sh_link and sh_info (4 bytes each), sh_addralign and sh_entsize.
+                let w = if is64 { 8 } else { 4 };
+                let field = |i: usize| e.addr(is64, s, 8 + i * w);
                 Some((
                     e.u32(s, 0)?,
                     SectionHeader {
@@ -283,6 +301,8 @@ impl<S: Source> Elf<S> {
                         addr: field(1)?,
                         offset: field(2)?,
                         size: field(3)?,
+                        link: e.u32(s, 8 + 4 * w)?,
+                        entsize: e.addr(is64, s, 16 + 5 * w)?,
                     },
                 ))
             })
@@ -293,11 +313,7 @@ impl<S: Source> Elf<S> {
         let names = sections.get(usize::from(self.header.shstrndx))?.1.clone();
         let names = self.read(names.offset, names.size, MAX_TABLE)?;
         for (at, s) in &mut sections {
-            let name = usize::try_from(*at)
-                .ok()
-                .and_then(|at| names.get(at..))
-                .unwrap_or_default();
-            s.name = name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())].to_vec();
+            s.name = string_at(&names, *at).to_vec();
         }
         Some(sections.into_iter().map(|(_, s)| s).collect())
     }
@@ -314,6 +330,79 @@ impl<S: Source> Elf<S> {
         }
         decompress(self.header, &bytes, max)
     }
+
+    /// The `len` bytes at address `addr` as linked, from the section of [`SHT_PROGBITS`] (code or
+    /// data, not compressed) of `sections` that holds all of them; `None` where none does.
+    pub(crate) fn read_addr(
+        &mut self,
+        sections: &[SectionHeader],
+        addr: u64,
+        len: u64,
+    ) -> Option<Vec<u8>> {
+        let end = addr.checked_add(len)?;
+        let s = sections.iter().find(|s| {
+            s.kind == SHT_PROGBITS
+                && s.flags & SHF_COMPRESSED == 0
+                && s.addr != 0
+                && s.addr <= addr
+                && s.addr.checked_add(s.size).is_some_and(|e| end <= e)
+        })?;
+        self.read(s.offset.checked_add(addr - s.addr)?, len, len)
+    }
+}
+
+/// The NUL-terminated string at `at` of a string table (`.shstrtab`, `.strtab`), without its NUL;
+/// empty where `at` is past the table.
+pub(crate) fn string_at(table: &[u8], at: u32) -> &[u8] {
+    let s = usize::try_from(at)
+        .ok()
+        .and_then(|at| table.get(at..))
+        .unwrap_or_default();
+    &s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())]
+}
+
+/// A symbol (`ElfN_Sym`), as far as needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Symbol<'a> {
+    /// From the symbol table's string table, without the NUL; empty where it cannot be read.
+    pub name: &'a [u8],
+    /// Its type, `ELF_ST_TYPE(st_info)`: [`STT_FUNC`], ...
+    pub kind: u8,
+    /// `st_value`: for a function, its address as linked.
+    pub value: u64,
+    /// `st_size`.
+    pub size: u64,
+}
+
+/// The symbols of a symbol table's bytes ([`SHT_SYMTAB`] or [`SHT_DYNSYM`]), whose entries are
+/// `entsize` bytes (the section's `sh_entsize`), their names in `names` (the bytes of the section
+/// its `sh_link` names). A table whose entries are smaller than an `ElfN_Sym` has none; bytes after
+/// the last whole entry are left.
+pub(crate) fn symbols<'a>(
+    table: &'a [u8],
+    names: &'a [u8],
+    header: &Header,
+    entsize: u64,
+) -> impl Iterator<Item = Symbol<'a>> + 'a {
+    let Header {
+        is64, endian: e, ..
+    } = *header;
+    let min = if is64 { 24 } else { 16 };
+    let entsize = usize::try_from(entsize).ok().filter(|&n| n >= min);
+    let table = if entsize.is_some() { table } else { &[] };
+    // 64-bit: st_name, st_info, st_other, st_shndx, st_value, st_size; 32-bit: st_name,
+    // st_value, st_size, st_info, st_other, st_shndx.
+    let (info_at, value_at, size_at) = if is64 { (4, 8, 16) } else { (12, 4, 8) };
+    table
+        .chunks_exact(entsize.unwrap_or(min))
+        .filter_map(move |s| {
+            Some(Symbol {
+                name: string_at(names, e.u32(s, 0)?),
+                kind: s.get(info_at)? & 0xf,
+                value: e.addr(is64, s, value_at)?,
+                size: e.addr(is64, s, size_at)?,
+            })
+        })
 }
 
 /// A `SHF_COMPRESSED` section's bytes: an `ElfN_Chdr` (type, size, alignment; 12 bytes, or 24 in
@@ -393,14 +482,51 @@ pub(crate) mod tests {
         segments: &[(u32, &[u8], u64)],
         sections: &[(&str, u32, u64, u64, &[u8])],
     ) -> Vec<u8> {
-        let put = |out: &mut Vec<u8>, v: u64, n: usize| {
-            let b = v.to_le_bytes();
-            let mut b = b[..n].to_vec();
-            if endian == Endian::Big {
-                b.reverse();
-            }
-            out.extend_from_slice(&b);
-        };
+        let sections: Vec<TestSection> = sections
+            .iter()
+            .map(|&(name, kind, flags, addr, bytes)| TestSection {
+                name,
+                kind,
+                flags,
+                addr,
+                bytes,
+                ..TestSection::default()
+            })
+            .collect();
+        build_with(is64, endian, segments, &sections)
+    }
+
+    /// A section of a test file made by [`build_with`].
+    #[derive(Clone, Copy, Debug, Default)]
+    pub(crate) struct TestSection<'a> {
+        pub name: &'a str,
+        pub kind: u32,
+        pub flags: u64,
+        pub addr: u64,
+        pub bytes: &'a [u8],
+        /// `sh_link`: an index of `build_with`'s sections, counting from 1 (0 is the null
+        /// section).
+        pub link: u32,
+        pub entsize: u64,
+    }
+
+    /// `v` as `n` bytes in `e`'s byte order.
+    pub(crate) fn int(e: Endian, v: u64, n: usize) -> Vec<u8> {
+        let mut b = v.to_le_bytes()[..n].to_vec();
+        if e == Endian::Big {
+            b.reverse();
+        }
+        b
+    }
+
+    /// As [`build`], with each section's `sh_link` and `sh_entsize`.
+    pub(crate) fn build_with(
+        is64: bool,
+        endian: Endian,
+        segments: &[(u32, &[u8], u64)],
+        sections: &[TestSection],
+    ) -> Vec<u8> {
+        let put = |out: &mut Vec<u8>, v: u64, n: usize| out.extend(int(endian, v, n));
         let w = if is64 { 8 } else { 4 };
         let (ehsize, phentsize, shentsize) = if is64 { (64, 56, 64) } else { (52, 32, 40) };
         // Layout: header, program headers, segment bytes, section bytes, names, section headers.
@@ -413,13 +539,13 @@ pub(crate) mod tests {
             at += bytes.len();
         }
         let mut sec_at = Vec::new();
-        for (.., bytes) in sections {
+        for s in sections {
             sec_at.push(at);
-            at += bytes.len();
+            at += s.bytes.len();
         }
         let mut names = vec![0u8];
         let mut name_at = Vec::new();
-        for (name, ..) in sections {
+        for TestSection { name, .. } in sections {
             name_at.push(names.len());
             names.extend_from_slice(name.as_bytes());
             names.push(0);
@@ -465,35 +591,32 @@ pub(crate) mod tests {
         for (_, bytes, _) in segments {
             data.extend_from_slice(bytes);
         }
-        for (.., bytes) in sections {
-            data.extend_from_slice(bytes);
+        for s in sections {
+            data.extend_from_slice(s.bytes);
         }
         data.extend_from_slice(&names);
-        let header = |data: &mut Vec<u8>, name: usize, kind: u32, flags, addr, off, size| {
+        // The header of `s`, found at `off` in the file, its name at `name`.
+        let header = |data: &mut Vec<u8>, name: usize, s: &TestSection, off: usize| {
             put(data, name as u64, 4);
-            put(data, u64::from(kind), 4);
-            for v in [flags, addr, off, size] {
+            put(data, u64::from(s.kind), 4);
+            for v in [s.flags, s.addr, off as u64, s.bytes.len() as u64] {
                 put(data, v, w);
             }
-            put(data, 0, 4); // sh_link
-            put(data, 0, 4);
-            put(data, 1, w);
-            put(data, 0, w);
+            put(data, u64::from(s.link), 4);
+            put(data, 0, 4); // sh_info
+            put(data, 1, w); // sh_addralign
+            put(data, s.entsize, w);
         };
-        header(&mut data, 0, 0, 0, 0, 0, 0);
-        for (i, (_, kind, flags, addr, bytes)) in sections.iter().enumerate() {
-            let (off, len) = (sec_at[i] as u64, bytes.len() as u64);
-            header(&mut data, name_at[i], *kind, *flags, *addr, off, len);
+        header(&mut data, 0, &TestSection::default(), 0);
+        for (i, s) in sections.iter().enumerate() {
+            header(&mut data, name_at[i], s, sec_at[i]);
         }
-        header(
-            &mut data,
-            shstrtab_name,
-            3,
-            0,
-            0,
-            names_at as u64,
-            names.len() as u64,
-        );
+        let shstrtab = TestSection {
+            kind: 3,
+            bytes: &names,
+            ..TestSection::default()
+        };
+        header(&mut data, shstrtab_name, &shstrtab, names_at);
         data
     }
 
@@ -525,11 +648,8 @@ pub(crate) mod tests {
     pub(crate) fn note(e: Endian, kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         let pad = |out: &mut Vec<u8>| out.resize(out.len().next_multiple_of(4), 0);
-        for v in [name.len() as u32, desc.len() as u32, kind] {
-            out.extend_from_slice(&match e {
-                Endian::Little => v.to_le_bytes(),
-                Endian::Big => v.to_be_bytes(),
-            });
+        for v in [name.len(), desc.len(), kind as usize] {
+            out.extend(int(e, v as u64, 4));
         }
         out.extend_from_slice(name);
         pad(&mut out);
@@ -552,13 +672,7 @@ pub(crate) mod tests {
                 .concat();
                 // A compressed section: ElfN_Chdr (zlib, 300 bytes), then the data.
                 let mut chdr = Vec::new();
-                let u = |v: u64, n: usize| {
-                    let b = v.to_le_bytes()[..n].to_vec();
-                    match e {
-                        Endian::Little => b,
-                        Endian::Big => b.into_iter().rev().collect(),
-                    }
-                };
+                let u = |v: u64, n: usize| int(e, v, n);
                 chdr.extend(u(1, 4));
                 if is64 {
                     chdr.extend(u(0, 4));
@@ -579,7 +693,8 @@ pub(crate) mod tests {
                 );
                 let what = format!("64-bit {is64}, {e:?}");
                 let mut elf = Elf::parse(&file, reader(&file)).expect(&what);
-                assert_eq!((elf.header().is64, elf.header().endian), (is64, e));
+                let h = elf.header();
+                assert_eq!((h.is64, h.endian, h.machine), (is64, e, 62));
                 let ph = elf.program_headers().expect(&what);
                 assert_eq!(ph.len(), 2, "{what}");
                 assert_eq!(
@@ -674,6 +789,221 @@ pub(crate) mod tests {
         let mut bad = note(Endian::Little, 3, b"GNU\0", &[1; 20]);
         bad[4] = 0xff;
         assert_eq!(notes(&bad, Endian::Little, 4).count(), 0);
+    }
+
+    /// `ElfN_Sym` entries (name offset, type, value, size) of `is64`'s size in `e`'s order.
+    pub(crate) fn symbol_table(is64: bool, e: Endian, syms: &[(u32, u8, u64, u64)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(name, kind, value, size) in syms {
+            out.extend(int(e, name.into(), 4));
+            // st_info: STB_GLOBAL in the high nibble, the type in the low one.
+            let info = 0x10 | kind;
+            if is64 {
+                out.extend([info, 0]);
+                out.extend(int(e, 1, 2)); // st_shndx
+                out.extend(int(e, value, 8));
+                out.extend(int(e, size, 8));
+            } else {
+                out.extend(int(e, value, 4));
+                out.extend(int(e, size, 4));
+                out.extend([info, 0]);
+                out.extend(int(e, 1, 2));
+            }
+        }
+        out
+    }
+
+    /// A file with code, a symbol table and its names, a compressed and an empty section, and
+    /// a code section whose end lies past the address space: (file, the code).
+    fn file_with_symbols(is64: bool, e: Endian) -> (Vec<u8>, Vec<u8>) {
+        let code: Vec<u8> = (0..32).collect();
+        let names = b"\0main\0_start\0data\0";
+        let syms = symbol_table(
+            is64,
+            e,
+            &[
+                (0, 0, 0, 0),
+                (1, STT_FUNC, 0x1010, 16),
+                (6, STT_FUNC, 0x1020, 8),
+                (13, 1, 0x3000, 4),
+                // A name past the string table.
+                (0xffff, STT_FUNC, 0x1028, 8),
+            ],
+        );
+        let ent = if is64 { 24 } else { 16 };
+        let sections = [
+            TestSection {
+                name: ".text",
+                kind: SHT_PROGBITS,
+                flags: 6,
+                addr: 0x1010,
+                bytes: &code,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".symtab",
+                kind: SHT_SYMTAB,
+                bytes: &syms,
+                link: 3,
+                entsize: ent,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".strtab",
+                kind: 3,
+                bytes: names,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".zdata",
+                kind: SHT_PROGBITS,
+                flags: SHF_COMPRESSED,
+                addr: 0x2000,
+                bytes: &[0; 32],
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".bss",
+                kind: SHT_NOBITS,
+                addr: 0x3000,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".wraps",
+                kind: SHT_PROGBITS,
+                addr: u64::MAX - 3,
+                bytes: &[0; 8],
+                ..TestSection::default()
+            },
+        ];
+        (build_with(is64, e, &[], &sections), code)
+    }
+
+    #[test]
+    fn symbols_and_code_by_address_of_every_class_and_byte_order() {
+        for is64 in [false, true] {
+            for e in [Endian::Little, Endian::Big] {
+                let what = format!("64-bit {is64}, {e:?}");
+                let (file, code) = file_with_symbols(is64, e);
+                let mut elf = Elf::parse(&file, reader(&file)).expect(&what);
+                let h = *elf.header();
+                let sections = elf.sections().expect(&what);
+                let symtab = sections[2].clone();
+                assert_eq!(
+                    (&symtab.name[..], symtab.link, symtab.entsize),
+                    (&b".symtab"[..], 3, if is64 { 24 } else { 16 }),
+                    "{what}"
+                );
+                let strtab = sections[symtab.link as usize].clone();
+                assert_eq!(strtab.name, b".strtab");
+                let table = elf.section_data(&symtab, 1 << 20).unwrap();
+                let names = elf.section_data(&strtab, 1 << 20).unwrap();
+                let found: Vec<_> = symbols(&table, &names, &h, symtab.entsize)
+                    .map(|s| (s.name, s.kind, s.value, s.size))
+                    .collect();
+                assert_eq!(
+                    found,
+                    [
+                        (&b""[..], 0, 0, 0),
+                        (b"main", STT_FUNC, 0x1010, 16),
+                        (b"_start", STT_FUNC, 0x1020, 8),
+                        (b"data", 1, 0x3000, 4),
+                        (b"", STT_FUNC, 0x1028, 8),
+                    ],
+                    "{what}"
+                );
+                // Entries smaller than an ElfN_Sym: none; larger ones, and bytes after the last
+                // whole entry, are skipped over.
+                assert_eq!(symbols(&table, &names, &h, 8).count(), 0);
+                assert_eq!(symbols(&table, &names, &h, 0).count(), 0);
+                let ent = symtab.entsize as usize;
+                assert_eq!(symbols(&table, &names, &h, 2 * ent as u64).count(), 2);
+                let cut = &table[..table.len() - 1];
+                assert_eq!(symbols(cut, &names, &h, ent as u64).count(), 4);
+
+                // Code by address: from .text only, all of it or nothing.
+                assert_eq!(elf.read_addr(&sections, 0x1010, 16).unwrap(), code[..16]);
+                assert_eq!(elf.read_addr(&sections, 0x1028, 8).unwrap(), code[24..]);
+                assert_eq!(elf.read_addr(&sections, 0x1028, 9), None, "past .text");
+                assert_eq!(elf.read_addr(&sections, 0x100f, 4), None, "before .text");
+                assert_eq!(elf.read_addr(&sections, 0x2000, 4), None, "compressed");
+                assert_eq!(elf.read_addr(&sections, 0x3000, 4), None, "NOBITS");
+                assert_eq!(elf.read_addr(&sections, 0, 4), None, "not linked");
+                assert_eq!(elf.read_addr(&sections, u64::MAX - 3, 2), None, "wraps");
+                assert_eq!(elf.read_addr(&sections, u64::MAX, 2), None, "wraps");
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_with_symbols_cut_anywhere_reads_as_nothing_or_less() {
+        let (file, _) = file_with_symbols(true, Endian::Little);
+        for cut in 0..file.len() {
+            let part = &file[..cut];
+            let Some(mut elf) = Elf::parse(part, reader(part)) else {
+                continue;
+            };
+            let h = *elf.header();
+            let Some(sections) = elf.sections() else {
+                continue;
+            };
+            for s in &sections {
+                let table = elf.section_data(s, 1 << 20).unwrap_or_default();
+                let names = sections
+                    .get(s.link as usize)
+                    .and_then(|t| elf.section_data(t, 1 << 20))
+                    .unwrap_or_default();
+                let _ = symbols(&table, &names, &h, s.entsize).count();
+                let _ = elf.read_addr(&sections, s.addr, s.size);
+            }
+        }
+    }
+
+    #[test]
+    fn own_executable_has_the_functions_readelf_lists() {
+        let exe = std::env::current_exe().unwrap();
+        let mut elf = open(&exe).unwrap();
+        let h = *elf.header();
+        let sections = elf.sections().unwrap();
+        let symtab = sections.iter().find(|s| s.kind == SHT_SYMTAB).unwrap();
+        let table = elf.section_data(symtab, 1 << 30).unwrap();
+        let names = elf
+            .section_data(&sections[symtab.link as usize], 1 << 30)
+            .unwrap();
+        let mut ours: Vec<(u64, u64, String)> = symbols(&table, &names, &h, symtab.entsize)
+            .filter(|s| s.kind == STT_FUNC)
+            .map(|s| {
+                (
+                    s.value,
+                    s.size,
+                    String::from_utf8_lossy(s.name).into_owned(),
+                )
+            })
+            .collect();
+        let Some(text) = readelf(&["-W", "-s"], &exe) else {
+            return;
+        };
+        // Num: Value Size Type Bind Vis Ndx Name, in the .symtab part (after .dynsym's).
+        let part = text.split("Symbol table '.symtab'").nth(1).unwrap();
+        let mut theirs: Vec<(u64, u64, String)> = part
+            .lines()
+            .filter_map(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                (c.len() >= 8 && c[3] == "FUNC").then(|| {
+                    let size = match c[2].strip_prefix("0x") {
+                        Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+                        None => c[2].parse().unwrap(),
+                    };
+                    // An undefined symbol's version (`memcpy@GLIBC_2.14`) is readelf's.
+                    let name = c[7].split('@').next().unwrap().to_owned();
+                    (u64::from_str_radix(c[1], 16).unwrap(), size, name)
+                })
+            })
+            .collect();
+        ours.sort();
+        theirs.sort();
+        assert!(ours.len() > 100, "{} functions", ours.len());
+        assert_eq!(ours, theirs);
     }
 
     #[test]

@@ -866,6 +866,11 @@ impl Sender {
     }
 }
 
+// The loopback HTTP(S) receiver the integration tests use too.
+#[cfg(test)]
+#[path = "../tests/common/receiver.rs"]
+mod receiver;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,157 +939,21 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    // A loopback receiver (test only): minimal HTTP/1.1 over std's TcpListener, optionally TLS.
-
-    use std::io::{Read, Write};
     use std::net::TcpListener;
 
+    use super::receiver::{Receiver, Request};
     use crate::aggregate::{Frame, Stacks};
     use crate::profile::{Info, Stats};
     use crate::symbolize::Mode;
     use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 
-    #[derive(Clone, Debug)]
-    struct Req {
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-    }
+    /// How long a receiver serves at most.
+    const SERVE: Duration = Duration::from_secs(60);
 
-    impl Req {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-
-        /// The OTLP request the body holds, gzip-compressed as `Content-Encoding` says.
-        fn otlp(&self) -> ExportProfilesServiceRequest {
-            assert_eq!(self.header("content-encoding"), Some("gzip"));
-            let mut raw = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&self.body[..]), &mut raw)
-                .expect("a gzip body");
-            ExportProfilesServiceRequest::decode(&raw[..]).unwrap()
-        }
-    }
-
-    type Respond = Box<dyn FnMut(usize, &Req) -> (u16, String) + Send>;
-
-    struct Receiver {
-        port: u16,
-        got: Arc<Mutex<Vec<Req>>>,
-        stop: Arc<std::sync::atomic::AtomicBool>,
-        thread: Option<JoinHandle<()>>,
-    }
-
-    impl Receiver {
-        /// Serves on `port` (0: any) until dropped; each request's answer comes from `respond`
-        /// (called with the request's number); accepted (2xx) requests are kept.
-        fn start(port: u16, tls: Option<Arc<rustls::ServerConfig>>, mut respond: Respond) -> Self {
-            let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
-            l.set_nonblocking(true).unwrap();
-            let port = l.local_addr().unwrap().port();
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let (g, st) = (Arc::clone(&got), Arc::clone(&stop));
-            let thread = std::thread::spawn(move || {
-                let deadline = Instant::now() + Duration::from_secs(60);
-                let mut n = 0;
-                while !st.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
-                    let Ok((sock, _)) = l.accept() else {
-                        std::thread::sleep(Duration::from_millis(5));
-                        continue;
-                    };
-                    sock.set_nonblocking(false).unwrap();
-                    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let r = match &tls {
-                        Some(cfg) => {
-                            let conn = rustls::ServerConnection::new(Arc::clone(cfg)).unwrap();
-                            let mut s = rustls::StreamOwned::new(conn, sock);
-                            handle(&mut s, n, &mut respond, &g)
-                        }
-                        None => {
-                            let mut s = sock;
-                            handle(&mut s, n, &mut respond, &g)
-                        }
-                    };
-                    if r.is_some() {
-                        n += 1;
-                    }
-                }
-            });
-            Self {
-                port,
-                got,
-                stop,
-                thread: Some(thread),
-            }
-        }
-
-        fn got(&self) -> Vec<Req> {
-            lock_reqs(&self.got).clone()
-        }
-    }
-
-    impl Drop for Receiver {
-        fn drop(&mut self) {
-            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
-        }
-    }
-
-    fn lock_reqs(m: &Mutex<Vec<Req>>) -> std::sync::MutexGuard<'_, Vec<Req>> {
-        m.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Reads one request and answers it; `None` when the client went away.
-    fn handle(
-        s: &mut (impl Read + Write),
-        n: usize,
-        respond: &mut Respond,
-        got: &Mutex<Vec<Req>>,
-    ) -> Option<u16> {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        let head_end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let k = s.read(&mut chunk).ok().filter(|&k| k > 0)?;
-            buf.extend_from_slice(&chunk[..k]);
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let headers: Vec<(String, String)> = head
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_once(':'))
-            .map(|(a, b)| (a.trim().to_owned(), b.trim().to_owned()))
-            .collect();
-        let len: usize = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = buf[head_end..].to_vec();
-        while body.len() < len {
-            let k = s.read(&mut chunk).ok().filter(|&k| k > 0)?;
-            body.extend_from_slice(&chunk[..k]);
-        }
-        let req = Req { headers, body };
-        let (code, text) = respond(n, &req);
-        // Kept before answering: the client may look as soon as it has the answer.
-        if (200..300).contains(&code) {
-            lock_reqs(got).push(req.clone());
-        }
-        let _ = write!(
-            s,
-            "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-            text.len()
-        );
-        let _ = s.flush();
-        Some(code)
+    /// The OTLP request a request's body holds, gzip-compressed as `Content-Encoding` says.
+    fn otlp(req: &Request) -> ExportProfilesServiceRequest {
+        assert_eq!(req.header("content-encoding"), Some("gzip"));
+        ExportProfilesServiceRequest::decode(&req.content()[..]).unwrap()
     }
 
     /// A profile of `samples` samples in one stack made of `frames` (kernel addresses).
@@ -1117,8 +986,8 @@ mod tests {
     }
 
     /// The `profile_id`s of a request's profiles.
-    fn ids(req: &Req) -> Vec<Vec<u8>> {
-        req.otlp().resource_profiles[0].scope_profiles[0]
+    fn ids(req: &Request) -> Vec<Vec<u8>> {
+        otlp(req).resource_profiles[0].scope_profiles[0]
             .profiles
             .iter()
             .map(|p| p.profile_id.clone())
@@ -1126,8 +995,8 @@ mod tests {
     }
 
     /// Per received request: (samples per leaf address, the dropped-samples attribute).
-    fn decode(req: &Req) -> (std::collections::BTreeMap<u64, i64>, i64, i64) {
-        let r = req.otlp();
+    fn decode(req: &Request) -> (std::collections::BTreeMap<u64, i64>, i64, i64) {
+        let r = otlp(req);
         let d = r.dictionary.unwrap();
         let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
         let mut by_leaf = std::collections::BTreeMap::new();
@@ -1173,18 +1042,14 @@ mod tests {
         // 503 for the first three requests, then accepted; the refused ones' profile ids kept.
         let refused = Arc::new(Mutex::new(Vec::new()));
         let r = Arc::clone(&refused);
-        let rx = Receiver::start(
-            0,
-            None,
-            Box::new(move |n, req| {
-                if n < 3 {
-                    r.lock().unwrap().push(ids(req));
-                    (503, "busy".into())
-                } else {
-                    (200, String::new())
-                }
-            }),
-        );
+        let rx = Receiver::serve(0, None, SERVE, move |n, req| {
+            if n < 3 {
+                r.lock().unwrap().push(ids(req));
+                (503, "busy".into())
+            } else {
+                (200, String::new())
+            }
+        });
         let p = Pusher::start(opts(format!(
             "http://127.0.0.1:{}/v1development/profiles",
             rx.port
@@ -1194,7 +1059,7 @@ mod tests {
         // `finish` it would be merged with them, and a merged profile has new ids.
         p.push(synthetic(&[1, 100], 10));
         let t = std::time::Instant::now();
-        while rx.got().is_empty() && t.elapsed() < Duration::from_secs(10) {
+        while rx.got.lock().unwrap().is_empty() && t.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(5));
         }
         for i in 1..5u64 {
@@ -1205,7 +1070,7 @@ mod tests {
         assert_eq!(st.failed_attempts, 3, "{st:?}");
         assert_eq!((st.dropped_profiles, st.dropped_samples), (0, 0), "{st:?}");
         let mut total = std::collections::BTreeMap::new();
-        let got = rx.got();
+        let got = rx.got.lock().unwrap().clone();
         for r in &got {
             assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
             for (leaf, n) in decode(r).0 {
@@ -1256,13 +1121,14 @@ mod tests {
         );
         assert_eq!(before.sent, 0);
         // The receiver comes up; one more profile; everything pending goes out at the end.
-        let rx = Receiver::start(port, None, Box::new(|_, _| (200, String::new())));
+        let rx = Receiver::serve(port, None, SERVE, |_, _| (200, String::new()));
         p.push(synthetic(&frames(99), 7));
         pushed += 7;
         let st = p.finish(Duration::from_secs(10));
         println!("{pushed} samples pushed; {st:?}");
         let (mut arrived, mut reported_p, mut reported_s) = (0, 0, 0);
-        for r in rx.got() {
+        let got = rx.got.lock().unwrap().clone();
+        for r in got {
             let (leaves, dp, ds) = decode(&r);
             arrived += leaves.values().sum::<i64>();
             reported_p += dp;
@@ -1309,18 +1175,14 @@ mod tests {
         let ca_file = dir.join("ca.pem");
         std::fs::write(&ca_file, ca_pem).unwrap();
         // The receiver wants this token and the tenant header; it echoes what it got when refusing.
-        let rx = Receiver::start(
-            0,
-            Some(tls),
-            Box::new(|_, r| {
-                let auth = r.header("authorization").unwrap_or("").to_owned();
-                if auth == "Bearer good-tok-123" && r.header("x-scope-orgid") == Some("t1") {
-                    (200, String::new())
-                } else {
-                    (401, format!("bad credentials: {auth}"))
-                }
-            }),
-        );
+        let rx = Receiver::serve(0, Some(tls), SERVE, |_, r| {
+            let auth = r.header("authorization").unwrap_or("").to_owned();
+            if auth == "Bearer good-tok-123" && r.header("x-scope-orgid") == Some("t1") {
+                (200, String::new())
+            } else {
+                (401, format!("bad credentials: {auth}"))
+            }
+        });
         let url = format!("https://127.0.0.1:{}/ingest", rx.port);
         let mut o = opts(url.clone());
         o.ca_file = Some(ca_file.clone());
@@ -1330,7 +1192,7 @@ mod tests {
         p.push(synthetic(&[1, 2], 3));
         let st = p.finish(Duration::from_secs(10));
         assert_eq!((st.sent, st.sent_samples), (1, 3), "{st:?}");
-        let got = rx.got();
+        let got = rx.got.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
         assert_eq!(
             got[0].header("content-type"),

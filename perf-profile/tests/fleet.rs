@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use common::receiver::Receiver;
 use common::{
     build_c, example, folded_file, go_pprof_raw, have, may_sample_commands, profile, profile_ok,
     require_cc, require_sampling, samples_with, scratch, text,
@@ -163,127 +164,6 @@ fn otlp_file_decodes_officially_into_the_folded_stacks_with_the_resource() {
     );
 }
 
-/// An accepted request.
-#[derive(Clone, Debug)]
-struct Accepted {
-    /// Its path, with the query.
-    path: String,
-    /// Its `Content-Encoding`, if any.
-    encoding: Option<String>,
-    /// Its body, decompressed where `Content-Encoding: gzip` says so.
-    body: Vec<u8>,
-}
-
-/// A loopback HTTP receiver for the example's pushes (minimal HTTP/1.1 on std's TcpListener, in the
-/// test only): answers each request with `respond(request number)`, keeps the accepted ones
-/// (their bodies decompressed as their `Content-Encoding: gzip` says).
-struct Receiver {
-    port: u16,
-    got: std::sync::Arc<std::sync::Mutex<Vec<Accepted>>>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(respond: impl Fn(usize) -> u16 + Send + 'static) -> Self {
-        Self::start_for(std::time::Duration::from_secs(120), respond)
-    }
-
-    /// As [`start`](Self::start), serving for at most `lifetime`.
-    fn start_for(
-        lifetime: std::time::Duration,
-        respond: impl Fn(usize) -> u16 + Send + 'static,
-    ) -> Self {
-        use std::io::{Read, Write};
-        use std::sync::atomic::Ordering;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let port = l.local_addr().unwrap().port();
-        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (g, st) = (got.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + lifetime;
-            let mut n = 0;
-            while !st.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
-                let Ok((mut s, _)) = l.accept() else {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    continue;
-                };
-                s.set_nonblocking(false).unwrap();
-                s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-                    .unwrap();
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let head_end = loop {
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break Some(i + 4);
-                    }
-                    match s.read(&mut chunk) {
-                        Ok(k) if k > 0 => buf.extend_from_slice(&chunk[..k]),
-                        _ => break None,
-                    }
-                };
-                let Some(head_end) = head_end else { continue };
-                let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-                let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-                let header = |name: &str| {
-                    head.lines()
-                        .filter_map(|l| l.split_once(':'))
-                        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                        .map(|(_, v)| v.trim().to_owned())
-                };
-                let len: usize = header("content-length")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                let encoding = header("content-encoding");
-                let mut body = buf[head_end..].to_vec();
-                while body.len() < len {
-                    match s.read(&mut chunk) {
-                        Ok(k) if k > 0 => body.extend_from_slice(&chunk[..k]),
-                        _ => break,
-                    }
-                }
-                if encoding.as_deref() == Some("gzip") {
-                    let mut raw = Vec::new();
-                    match flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut raw) {
-                        Ok(_) => body = raw,
-                        Err(e) => panic!("Content-Encoding: gzip, but the body is not: {e}"),
-                    }
-                }
-                let code = respond(n);
-                n += 1;
-                if code == 200 {
-                    g.lock().unwrap().push(Accepted {
-                        path,
-                        encoding,
-                        body,
-                    });
-                }
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                );
-            }
-        });
-        Self {
-            port,
-            got,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// The number after `prefix` in `text`.
 fn number_after(text: &str, prefix: &str) -> u64 {
     let at = text
@@ -368,11 +248,11 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     for a in &got {
         assert_eq!(a.path, "/v1development/profiles");
         assert_eq!(
-            a.encoding.as_deref(),
+            a.header("content-encoding"),
             Some("gzip"),
             "OTLP bodies are gzip'd"
         );
-        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&a.body[..]).unwrap();
+        let r = opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest::decode(&a.content()[..]).unwrap();
         let p = &r.resource_profiles[0].scope_profiles[0].profiles[0];
         arrived += p.samples.iter().map(|s| s.values[0]).sum::<i64>();
     }
@@ -392,7 +272,7 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
             let mut pushed = BTreeMap::new();
             for (i, a) in got.iter().enumerate() {
                 let f = dir.join(format!("body-{i}.otlp"));
-                std::fs::write(&f, &a.body).unwrap();
+                std::fs::write(&f, a.content()).unwrap();
                 let d = decode_otlp(&py, &f);
                 for (stack, n) in folded_json(&d["profiles"][0]["folded"]) {
                     *pushed.entry(stack).or_insert(0) += n;
@@ -436,13 +316,9 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     );
     let got = rx.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1, "{err}");
-    let Accepted {
-        path,
-        encoding,
-        body,
-    } = &got[0];
+    let (path, body) = (&got[0].path, &got[0].body);
     // The body is pprof's own gzip file, not a compressed transfer.
-    assert_eq!(*encoding, None);
+    assert_eq!(got[0].header("content-encoding"), None);
     // /ingest?name=calls{hostname=HOST,env=test}&from=..&until=..&format=pprof&...
     assert!(path.starts_with("/ingest?"), "{path}");
     let query: BTreeMap<&str, &str> = path["/ingest?".len()..]

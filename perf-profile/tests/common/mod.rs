@@ -1,9 +1,12 @@
 //! What the perf-profile tests and the `system` bench share: the tools this machine has, a
 //! scratch folder per test, the C workloads of `tests/workload/` built, the `profile` example run,
-//! folded stacks read. A test file takes it with `mod common;`, the bench with `#[path]`.
+//! folded stacks read, and a loopback HTTP(S) receiver ([`receiver`]). A test file takes it with
+//! `mod common;`, the bench with `#[path]`.
 
 // Each test binary (and the bench) uses some of these.
 #![allow(dead_code)]
+
+pub mod receiver;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
