@@ -705,6 +705,16 @@ fn continuous_local_symbolization_rss_flat_and_cpu_within_one_percent() {
     soak("local");
 }
 
+/// The soak with `--symbolize functions` (continuous mode's default): function names from the ELF
+/// symbol tables, each file's table read once and kept (within 16 MiB), no DWARF. RSS flat after
+/// the first minute and CPU within 1% of one CPU, like `--symbolize none`.
+/// `PERF_PROFILE_SOAK_SECS` as for the soak (default 600).
+#[test]
+#[ignore = "a soak of 10 minutes with function names from the symbol tables"]
+fn continuous_function_symbolization_rss_flat_and_cpu_within_one_percent() {
+    soak("functions");
+}
+
 fn soak(symbolize: &str) {
     require!(
         tests::is_root() || tests::paranoid() <= 0,
