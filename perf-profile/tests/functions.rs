@@ -100,9 +100,27 @@ fn functions_mode_names_the_workloads_functions_without_file_or_line() {
         "{leaf:?}"
     );
 
-    // Continuous mode names functions only unless told otherwise.
-    let (p, _) = run(&["--every", "0.5"], "every");
-    let named = workload_lines(&p);
+    // Continuous mode names functions only unless told otherwise: every cut (`{n}`), the last of
+    // which may hold no sample of the workload.
+    let cuts = dir.join("every-{n}.pb.gz");
+    profile_ok(&[
+        "-F",
+        "499",
+        "--every",
+        "0.5",
+        "-o",
+        cuts.to_str().unwrap(),
+        "--",
+        bin,
+        "1",
+    ]);
+    let mut named = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.to_string_lossy().contains("every-") {
+            named.extend(workload_lines(&pprof(&path)));
+        }
+    }
     assert!(!named.is_empty(), "nothing of the workload named");
     for (name, file, lines) in &named {
         assert!(
