@@ -51,9 +51,10 @@ pub enum Mode {
     /// tables (`.symtab`, `.dynsym`; for a file with no `.symtab`, that of its separate debug file
     /// under `/usr/lib/debug/.build-id/` when one is installed), no DWARF, no file:line, no
     /// inlined functions; kernel frames from `/proc/kallsyms`. Each file's function table is read
-    /// once and kept across the intervals of a continuous capture within
-    /// [`FUNCTION_TABLES_BYTES`] (least recently used first out), so a steady machine reads each
-    /// file once. The mode for continuous profiling within a CPU budget.
+    /// once and kept across the intervals of a continuous capture while stacks name the file
+    /// (see [`Symbols::end_interval`]), within [`FUNCTION_TABLES_BYTES`] (least recently used
+    /// first out), so a steady machine reads each file once. The mode for continuous profiling
+    /// within a CPU budget.
     #[doc(alias = "symtab")]
     Functions,
     /// Nothing: addresses, mappings and build ids only.
@@ -179,7 +180,8 @@ impl Symbols {
 
     /// Ends an interval of a continuous capture: frames and file offsets that no stack
     /// named in the last [`KEEP_INTERVALS`] intervals are forgotten (resolved again if they come
-    /// back), so that the cache follows what runs now rather than growing with everything that
+    /// back), and with [`Mode::Functions`] the function tables of files none of whose offsets is
+    /// left, so that the cache follows what runs now rather than growing with everything that
     /// ever ran.
     pub fn end_interval(&mut self) {
         let oldest = (self.interval + 1).saturating_sub(KEEP_INTERVALS);
