@@ -13,6 +13,13 @@
 //! file offsets that no stack named in the last [`KEEP_INTERVALS`] intervals, so the cache follows
 //! what runs rather than all that ever ran.
 //!
+//! [`Mode::Functions`] names frames from the ELF symbol tables only, as perf does by default, read
+//! here without blazesym: each file's functions are read once into a compact table (start, end,
+//! where the name is: 24 bytes a function; a name is read from the file when a frame first needs
+//! it) that stays across intervals within [`FUNCTION_TABLES_BYTES`], least recently used out
+//! first. A continuous capture on a steady machine then reads each file once, not each interval's
+//! new frames' DWARF again.
+//!
 //! [`Mode::None`] resolves nothing: profiles then carry addresses, mappings and build ids for a
 //! backend that symbolizes (Parca, Pyroscope).
 
@@ -36,12 +43,40 @@ pub struct Line {
 /// What to resolve.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// Names and lines from the local binaries and `/proc/kallsyms` (blazesym for user space).
+    /// Names and lines from the local binaries and `/proc/kallsyms` (blazesym for user space):
+    /// ELF symbols and DWARF, file:line and inlined functions.
     #[default]
     Local,
+    /// Function names only, the way `perf report` names frames by default: from the ELF symbol
+    /// tables (`.symtab`, `.dynsym`; for a file with no `.symtab`, that of its separate debug file
+    /// under `/usr/lib/debug/.build-id/` when one is installed), no DWARF, no file:line, no
+    /// inlined functions; kernel frames from `/proc/kallsyms`. Each file's function table is read
+    /// once and kept across the intervals of a continuous capture while stacks name the file
+    /// (see [`Symbols::end_interval`]), within [`FUNCTION_TABLES_BYTES`] (least recently used
+    /// first out), so a steady machine reads each file once. The mode for continuous profiling
+    /// within a CPU budget.
+    #[doc(alias = "symtab")]
+    Functions,
     /// Nothing: addresses, mappings and build ids only.
     None,
 }
+
+impl Mode {
+    /// Whether frames get function names (every mode but [`Mode::None`]).
+    pub fn names_functions(self) -> bool {
+        self != Mode::None
+    }
+
+    /// Whether frames get source files and lines ([`Mode::Local`] only).
+    pub fn has_lines(self) -> bool {
+        self == Mode::Local
+    }
+}
+
+/// The bytes of function tables (their symbols and names) that [`Mode::Functions`] keeps across
+/// intervals; beyond it the tables used least recently are dropped (read again when their file is
+/// sampled again).
+pub const FUNCTION_TABLES_BYTES: usize = 16 << 20;
 
 /// Intervals (cuts of a continuous capture) a resolved frame, file offset or file stays cached
 /// after the one whose stacks last named it.
@@ -62,7 +97,12 @@ pub struct Symbols {
     empty: Arc<[Line]>,
     /// Files whose build id is no longer the one mapped (rebuilt since), by path.
     changed: Vec<String>,
+    /// [`Mode::Functions`]: each file's function table, by path and build id.
+    tables: ByteLru<FileKey, FunctionTable>,
 }
+
+/// A file: its path and build id.
+type FileKey = (Arc<str>, Option<Box<[u8]>>);
 
 /// Lines and the last interval that used them.
 #[derive(Debug)]
@@ -93,7 +133,8 @@ impl std::fmt::Debug for Symbols {
 
 impl Symbols {
     /// An empty cache for `mode`. Without the `symbolize` feature, user frames stay unresolved in
-    /// every mode.
+    /// [`Mode::Local`], and [`Mode::Functions`] gives names as the symbol tables have them (not
+    /// demangled).
     pub fn new(mode: Mode) -> Self {
         Self {
             mode,
@@ -102,7 +143,19 @@ impl Symbols {
             interval: 0,
             empty: Arc::from([]),
             changed: Vec::new(),
+            tables: ByteLru::new(FUNCTION_TABLES_BYTES),
         }
+    }
+
+    /// Sets the bytes of function tables [`Mode::Functions`] keeps (default
+    /// [`FUNCTION_TABLES_BYTES`]); tables beyond it are dropped, least recently used first.
+    pub fn set_function_tables_bytes(&mut self, bytes: usize) {
+        self.tables.set_budget(bytes);
+    }
+
+    /// The bytes of function tables kept now ([`Mode::Functions`]), and how many files they are of.
+    pub fn function_tables(&self) -> (usize, usize) {
+        (self.tables.used(), self.tables.len())
     }
 
     /// The mode.
@@ -127,7 +180,8 @@ impl Symbols {
 
     /// Ends an interval of a continuous capture: frames and file offsets that no stack
     /// named in the last [`KEEP_INTERVALS`] intervals are forgotten (resolved again if they come
-    /// back), so that the cache follows what runs now rather than growing with everything that
+    /// back), and with [`Mode::Functions`] the function tables of files none of whose offsets is
+    /// left, so that the cache follows what runs now rather than growing with everything that
     /// ever ran.
     pub fn end_interval(&mut self) {
         let oldest = (self.interval + 1).saturating_sub(KEEP_INTERVALS);
@@ -143,6 +197,14 @@ impl Symbols {
         }
         self.files.retain(|_, v| !v.is_empty());
         shrink(&mut self.files);
+        // A file's function table lives while stacks name the file (and within its bytes): a
+        // steady machine's files are read once, one that ran once leaves after a minute.
+        let files = &self.files;
+        self.tables.retain(|(path, id)| {
+            files
+                .get(path)
+                .is_some_and(|v| v.iter().any(|f| f.build_id.as_deref() == id.as_deref()))
+        });
         self.changed = self
             .files
             .iter()
@@ -192,6 +254,20 @@ impl Symbols {
         for &frame in frames {
             if let Some(c) = self.resolved.get_mut(&frame) {
                 c.used = now;
+                // Functions: the file offset is used too, which keeps the file's table (see
+                // `end_interval`).
+                if let (Mode::Functions, Frame::User { mapping, addr }) = (self.mode, frame) {
+                    if let Some(m) = maps.mapping(mapping).filter(|m| m.is_file()) {
+                        let offset = m.file_offset_of(addr);
+                        let build_id = m.build_id.as_deref();
+                        if let Some(c) = self
+                            .file_mut(&m.path, build_id)
+                            .and_then(|f| f.offsets.get_mut(&offset))
+                        {
+                            c.used = now;
+                        }
+                    }
+                }
                 continue;
             }
             let lines = match (self.mode, frame) {
@@ -199,7 +275,7 @@ impl Symbols {
                 | (_, Frame::Unmapped { .. } | Frame::KernelHidden | Frame::Jit { .. }) => {
                     self.empty.clone()
                 }
-                (Mode::Local, Frame::Kernel { addr }) => {
+                (Mode::Local | Mode::Functions, Frame::Kernel { addr }) => {
                     let lines = kernel
                         .find(addr)
                         .map(|s| {
@@ -212,28 +288,30 @@ impl Symbols {
                         .unwrap_or_default();
                     self.share(lines)
                 }
-                (Mode::Local, Frame::User { mapping, addr }) => match maps.mapping(mapping) {
-                    Some(m) if m.is_file() => {
-                        let offset = m.file_offset_of(addr);
-                        let build_id = m.build_id.as_deref();
-                        let known = self
-                            .file_mut(&m.path, build_id)
-                            .and_then(|f| f.offsets.get_mut(&offset));
-                        match known {
-                            Some(c) => {
-                                c.used = now;
-                                c.lines.clone()
-                            }
-                            None => {
-                                user.entry((m.path.clone(), build_id))
-                                    .or_default()
-                                    .push((frame, offset));
-                                continue;
+                (Mode::Local | Mode::Functions, Frame::User { mapping, addr }) => {
+                    match maps.mapping(mapping) {
+                        Some(m) if m.is_file() => {
+                            let offset = m.file_offset_of(addr);
+                            let build_id = m.build_id.as_deref();
+                            let known = self
+                                .file_mut(&m.path, build_id)
+                                .and_then(|f| f.offsets.get_mut(&offset));
+                            match known {
+                                Some(c) => {
+                                    c.used = now;
+                                    c.lines.clone()
+                                }
+                                None => {
+                                    user.entry((m.path.clone(), build_id))
+                                        .or_default()
+                                        .push((frame, offset));
+                                    continue;
+                                }
                             }
                         }
+                        _ => self.empty.clone(),
                     }
-                    _ => self.empty.clone(),
-                },
+                }
             };
             self.resolved.insert(frame, Cached { lines, used: now });
         }
@@ -241,7 +319,11 @@ impl Symbols {
             let mut offsets: Vec<u64> = frames.iter().map(|&(_, o)| o).collect();
             offsets.sort_unstable();
             offsets.dedup();
-            let (lines, changed) = resolve_file(&path, build_id, &offsets);
+            let (lines, changed) = if self.mode == Mode::Functions {
+                self.functions_of(&path, build_id, &offsets)
+            } else {
+                resolve_file(&path, build_id, &offsets)
+            };
             let lines: Vec<Arc<[Line]>> = lines.into_iter().map(|l| self.share(l)).collect();
             if changed && !self.changed.iter().any(|p| **p == *path) {
                 self.changed.push(path.to_string());
@@ -274,6 +356,420 @@ impl Symbols {
             }
         }
     }
+}
+
+impl Symbols {
+    /// [`Mode::Functions`]: the functions at `offsets` of the file at `path` with `build_id`, from
+    /// its table (read now if it is not kept), and whether the file was rebuilt since it was
+    /// mapped (then nothing is resolved).
+    fn functions_of(
+        &mut self,
+        path: &Arc<str>,
+        build_id: Option<&[u8]>,
+        offsets: &[u64],
+    ) -> (Vec<Vec<Line>>, bool) {
+        let key = (path.clone(), build_id.map(Box::from));
+        let built;
+        let table = match self.tables.get(&key) {
+            Some(t) => t,
+            None => {
+                let Some(table) = FunctionTable::read(path, build_id) else {
+                    return (vec![Vec::new(); offsets.len()], true);
+                };
+                let cost = table.bytes();
+                match self.tables.insert(key, table, cost) {
+                    Ok(t) => t,
+                    // Larger than the whole budget: used for this batch only.
+                    Err(table) => {
+                        built = table;
+                        &built
+                    }
+                }
+            }
+        };
+        let Some(names) = table.names(path, offsets) else {
+            return (vec![Vec::new(); offsets.len()], true);
+        };
+        let lines = names
+            .into_iter()
+            .map(|name| {
+                name.map(|function| {
+                    vec![Line {
+                        function,
+                        file: None,
+                        line: None,
+                    }]
+                })
+                .unwrap_or_default()
+            })
+            .collect();
+        (lines, false)
+    }
+}
+
+/// A least-recently-used map bounded by the bytes its values cost (as the caller counts them).
+#[derive(Debug)]
+struct ByteLru<K, V> {
+    budget: usize,
+    used: usize,
+    /// Counts uses: an entry's last use orders eviction.
+    clock: u64,
+    entries: HashMap<K, (V, usize, u64)>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
+    fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            used: 0,
+            clock: 0,
+            entries: HashMap::new(),
+        }
+    }
+
+    fn used(&self) -> usize {
+        self.used
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+        self.evict_to(budget);
+    }
+
+    /// The value of `key`, now the most recently used.
+    fn get(&mut self, key: &K) -> Option<&V> {
+        self.clock += 1;
+        let e = self.entries.get_mut(key)?;
+        e.2 = self.clock;
+        Some(&e.0)
+    }
+
+    /// Keeps `value` (replacing one under `key`), evicting the least recently used entries until
+    /// it fits; a value costing more than the whole budget is not kept but handed back.
+    fn insert(&mut self, key: K, value: V, cost: usize) -> Result<&V, V> {
+        if let Some((_, old, _)) = self.entries.remove(&key) {
+            self.used -= old;
+        }
+        if cost > self.budget {
+            return Err(value);
+        }
+        self.evict_to(self.budget - cost);
+        self.clock += 1;
+        self.used += cost;
+        let e = self
+            .entries
+            .entry(key)
+            .insert_entry((value, cost, self.clock));
+        Ok(&e.into_mut().0)
+    }
+
+    /// Keeps the entries whose key `keep` accepts.
+    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        let mut freed = 0;
+        self.entries.retain(|k, e| {
+            let kept = keep(k);
+            if !kept {
+                freed += e.1;
+            }
+            kept
+        });
+        self.used -= freed;
+        shrink(&mut self.entries);
+    }
+
+    /// Evicts the least recently used entries until at most `bytes` are used.
+    fn evict_to(&mut self, bytes: usize) {
+        while self.used > bytes {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.2)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((_, cost, _)) = self.entries.remove(&oldest) {
+                self.used -= cost;
+            }
+        }
+        shrink(&mut self.entries);
+    }
+}
+
+/// The functions of one ELF file by virtual address, and its loadable segments to turn file
+/// offsets into addresses. Names stay in the file: a function's is read when a frame first needs
+/// it (a large binary's names are tens of MiB; its functions' addresses a tenth of that).
+#[derive(Debug, Default)]
+struct FunctionTable {
+    /// (file offset, its size, virtual address) of each `PT_LOAD` segment.
+    segments: Vec<(u64, u64, u64)>,
+    /// (start, end, the name's offset in its string table, the string table's index in
+    /// `strings`, the symbol's binding), sorted by start, one per address.
+    functions: Vec<RawSymbol>,
+    /// The string tables: in the file itself (`false`) or its debug file, at (offset, size).
+    strings: Vec<(bool, u64, u64)>,
+    /// The separate debug file whose `.symtab` named a stripped file's functions.
+    debug: Option<String>,
+    /// The file's and the debug file's size and modification time when the table was read: names
+    /// are read from the files later, and only while they are the same.
+    identity: Vec<(u64, Option<std::time::SystemTime>)>,
+}
+
+/// A symbol read from a symbol table: (start, size (in a table: end), name offset, string table,
+/// binding).
+type RawSymbol = (u64, u64, u32, u8, u8);
+
+/// `sh_type` of a `.symtab`, and of a `.dynsym`.
+const SHT_SYMTAB: u32 = 2;
+const SHT_DYNSYM: u32 = 11;
+/// The most bytes of one symbol table read (a large binary's `.symtab` is a few MiB).
+const MAX_SYMTAB: u64 = 256 << 20;
+/// The most bytes of one name read (Rust's and C++'s mangled names run to a few hundred).
+const MAX_NAME: u64 = 4096;
+
+/// The size and modification time of the file at `path`.
+fn identity(path: &str) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
+}
+
+impl FunctionTable {
+    /// What the table costs in memory, counted the way [`ByteLru`] bounds it.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.segments.capacity() * std::mem::size_of::<(u64, u64, u64)>()
+            + self.functions.capacity() * std::mem::size_of::<RawSymbol>()
+            + self.strings.capacity() * std::mem::size_of::<(bool, u64, u64)>()
+            + self.debug.as_ref().map_or(0, String::capacity)
+            + self.identity.capacity() * std::mem::size_of::<(u64, Option<std::time::SystemTime>)>()
+    }
+
+    /// The function at file offset `offset`: its name's string table and offset there.
+    fn function_at(&self, offset: u64) -> Option<(u8, u32)> {
+        let &(seg_off, _, vaddr) = self
+            .segments
+            .iter()
+            .find(|&&(o, size, _)| offset >= o && offset - o < size)?;
+        let addr = vaddr.checked_add(offset - seg_off)?;
+        let i = self.functions.partition_point(|f| f.0 <= addr);
+        let &(_, end, name, table, _) = self.functions.get(i.checked_sub(1)?)?;
+        (addr < end).then_some((table, name))
+    }
+
+    /// The (demangled) names of the functions at file offsets `offsets` of the file at `path`
+    /// this table was read from; `None` when the file (or its debug file) changed since.
+    fn names(&self, path: &str, offsets: &[u64]) -> Option<Vec<Option<String>>> {
+        let files = [Some(path), self.debug.as_deref()];
+        let now: Vec<_> = files.iter().flatten().filter_map(|p| identity(p)).collect();
+        if now != self.identity {
+            return None;
+        }
+        let mut open: [Option<Option<crate::elf::Elf<std::fs::File>>>; 2] = [None, None];
+        let names = offsets
+            .iter()
+            .map(|&o| {
+                let (table, at) = self.function_at(o)?;
+                let &(debug, str_off, str_size) = self.strings.get(usize::from(table))?;
+                let file = usize::from(debug);
+                let elf = open[file]
+                    .get_or_insert_with(|| crate::elf::open(std::path::Path::new(files[file]?)))
+                    .as_mut()?;
+                let at = u64::from(at);
+                let len = str_size.checked_sub(at)?.min(MAX_NAME);
+                let bytes = elf.read(str_off.checked_add(at)?, len, MAX_NAME)?;
+                let name = &bytes[..bytes.iter().position(|&b| b == 0)?];
+                (!name.is_empty()).then(|| demangle(&String::from_utf8_lossy(name)))
+            })
+            .collect();
+        Some(names)
+    }
+
+    /// The table of the file at `path`; `None` when its build id is no longer `build_id` (rebuilt
+    /// since it was mapped). A file that cannot be read gets an empty table (it names nothing and
+    /// is not read again while kept). A file without `.symtab` (a distribution's stripped libc:
+    /// `.dynsym` only) takes its separate debug file's `.symtab` too, as perf does, where one is
+    /// installed under `/usr/lib/debug/.build-id/`.
+    fn read(path: &str, build_id: Option<&[u8]>) -> Option<Self> {
+        use std::path::Path;
+
+        if let Some(id) = build_id {
+            let now = crate::maps::build_id::read(Path::new(path));
+            if now.as_deref().is_some_and(|now| now != id) {
+                return None;
+            }
+        }
+        let mut table = Self::default();
+        let Some(mut elf) = crate::elf::open(Path::new(path)) else {
+            return Some(table);
+        };
+        table.identity.extend(identity(path));
+        table.segments = elf
+            .program_headers()
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| p.kind == crate::elf::PT_LOAD)
+            .map(|p| (p.offset, p.filesz, p.vaddr))
+            .collect();
+        let mut symbols = Vec::new();
+        let has_symtab = table.symbols(&mut elf, false, &mut symbols);
+        let debug = build_id
+            .filter(|id| id.len() >= 2 && !has_symtab)
+            .map(|id| {
+                let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..])
+            });
+        if let Some((debug, mut elf)) =
+            debug.and_then(|d| Some((d.clone(), crate::elf::open(Path::new(&d))?)))
+        {
+            if let Some(id) = identity(&debug) {
+                table.identity.push(id);
+                table.symbols(&mut elf, true, &mut symbols);
+                table.debug = Some(debug);
+            }
+        }
+        table.fill(symbols);
+        Some(table)
+    }
+
+    /// Adds the functions of `elf`'s `.symtab` and `.dynsym` (those of a debug file: `debug`) to
+    /// `symbols`; whether it has a `.symtab`.
+    fn symbols(
+        &mut self,
+        elf: &mut crate::elf::Elf<std::fs::File>,
+        debug: bool,
+        symbols: &mut Vec<RawSymbol>,
+    ) -> bool {
+        /// `sh_flags` of a compressed section.
+        const SHF_COMPRESSED: u64 = 0x800;
+        /// Symbols read at a time.
+        const PIECE: u64 = 2048;
+        let crate::elf::Header {
+            is64, endian: e, ..
+        } = *elf.header();
+        let sections = elf.sections().unwrap_or_default();
+        let entry = if is64 { 24 } else { 16 };
+        let mut has_symtab = false;
+        for s in &sections {
+            let strtab: &[u8] = match s.kind {
+                SHT_SYMTAB => b".strtab",
+                SHT_DYNSYM => b".dynstr",
+                _ => continue,
+            };
+            has_symtab |= s.kind == SHT_SYMTAB;
+            let Some(strings) = sections.iter().find(|t| t.name == strtab) else {
+                continue;
+            };
+            let Ok(table) = u8::try_from(self.strings.len()) else {
+                break;
+            };
+            if s.size > MAX_SYMTAB {
+                continue;
+            }
+            self.strings.push((debug, strings.offset, strings.size));
+            // Read in pieces rather than the whole table at once: a large binary's is a few MiB,
+            // and a large buffer, freed, would stay in the heap (RSS) for the rest of the capture.
+            // A compressed table (the usual tools do not compress them) is read whole.
+            let mut at = 0;
+            while at < s.size {
+                let piece = if s.flags & SHF_COMPRESSED != 0 {
+                    at = s.size;
+                    elf.section_data(s, MAX_SYMTAB)
+                } else {
+                    let len = (s.size - at).min(PIECE * entry as u64);
+                    let piece = s.offset.checked_add(at).and_then(|o| elf.read(o, len, len));
+                    at += len;
+                    piece
+                };
+                let Some(piece) = piece else {
+                    break;
+                };
+                for sym in piece.chunks_exact(entry) {
+                    // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64;
+                    // Elf32_Sym: name u32, value u32, size u32, info u8, other u8, shndx u16.
+                    let parsed = if is64 {
+                        (|| {
+                            Some((
+                                e.u32(sym, 0)?,
+                                *sym.get(4)?,
+                                e.u16(sym, 6)?,
+                                e.u64(sym, 8)?,
+                                e.u64(sym, 16)?,
+                            ))
+                        })()
+                    } else {
+                        (|| {
+                            Some((
+                                e.u32(sym, 0)?,
+                                *sym.get(12)?,
+                                e.u16(sym, 14)?,
+                                u64::from(e.u32(sym, 4)?),
+                                u64::from(e.u32(sym, 8)?),
+                            ))
+                        })()
+                    };
+                    let Some((name, info, shndx, value, size)) = parsed else {
+                        continue;
+                    };
+                    // STT_FUNC or STT_GNU_IFUNC, defined (not SHN_UNDEF), named.
+                    let kind = info & 0xf;
+                    if (kind == 2 || kind == 10) && shndx != 0 && name != 0 && value != 0 {
+                        symbols.push((value, size, name, table, info >> 4));
+                    }
+                }
+            }
+        }
+        has_symtab
+    }
+
+    /// The table of `symbols`: one per address (of aliases the one perf would pick: with a size,
+    /// then global before weak before local); a symbol of size 0 extends to the next one, as perf
+    /// reads them.
+    fn fill(&mut self, mut symbols: Vec<RawSymbol>) {
+        // STB_GLOBAL 1, STB_WEAK 2, STB_LOCAL 0, others after.
+        let binding = |b: u8| match b {
+            1 => 0,
+            2 => 1,
+            0 => 2,
+            _ => 3,
+        };
+        symbols.sort_unstable_by_key(|s| (s.0, s.1 == 0, binding(s.4), s.3, s.2));
+        symbols.dedup_by_key(|s| s.0);
+        // In place: the end replaces the size (a size of 0 ends at the next start).
+        for i in 0..symbols.len() {
+            let next = symbols.get(i + 1).map(|n| n.0);
+            let s = &mut symbols[i];
+            s.1 = match (s.1, next) {
+                (0, Some(next)) => next,
+                (0, None) => s.0.saturating_add(1),
+                (size, _) => s.0.saturating_add(size),
+            };
+        }
+        symbols.shrink_to_fit();
+        self.functions = symbols;
+    }
+}
+
+/// `name` demangled (Rust, then C++), or as it is.
+fn demangle(name: &str) -> String {
+    #[cfg(feature = "symbolize")]
+    {
+        if let Ok(d) = rustc_demangle::try_demangle(name) {
+            return format!("{d:#}");
+        }
+        if name.starts_with("_Z") {
+            if let Some(d) = cpp_demangle::Symbol::new(name)
+                .ok()
+                .and_then(|s| s.demangle().ok())
+            {
+                return d;
+            }
+        }
+    }
+    name.to_owned()
 }
 
 /// The functions at `offsets` of the file at `path` with `build_id`, one batch for the file, and
@@ -481,5 +977,137 @@ mod tests {
             symbols.end_interval();
         }
         assert!(symbols.files.is_empty());
+    }
+
+    #[test]
+    fn the_byte_lru_keeps_within_its_budget_and_evicts_the_least_recently_used() {
+        let mut lru: ByteLru<&str, u32> = ByteLru::new(100);
+        assert_eq!(lru.insert("a", 1, 40).ok(), Some(&1));
+        assert_eq!(lru.insert("b", 2, 40).ok(), Some(&2));
+        assert_eq!((lru.used(), lru.len()), (80, 2));
+        // `a` used since `b`: `b` goes for `c`.
+        assert_eq!(lru.get(&"a"), Some(&1));
+        assert_eq!(lru.insert("c", 3, 30).ok(), Some(&3));
+        assert_eq!(lru.get(&"b"), None);
+        assert_eq!((lru.used(), lru.len()), (70, 2));
+        // Replacing a key counts its new cost only.
+        lru.insert("c", 4, 50).unwrap();
+        assert_eq!((lru.used(), lru.len()), (90, 2));
+        assert_eq!(lru.get(&"c"), Some(&4));
+        // More than the whole budget: handed back, nothing evicted for it.
+        assert_eq!(lru.insert("d", 5, 101).err(), Some(5));
+        assert_eq!((lru.used(), lru.len()), (90, 2));
+        // Exactly the budget: everything else goes.
+        lru.insert("e", 6, 100).unwrap();
+        assert_eq!((lru.used(), lru.len()), (100, 1));
+        assert_eq!(lru.get(&"a"), None);
+        // A smaller budget evicts at once.
+        lru.insert("f", 7, 0).unwrap();
+        lru.set_budget(10);
+        assert_eq!((lru.used(), lru.len()), (0, 1));
+        assert_eq!(lru.get(&"f"), Some(&7));
+        // Retaining counts what it drops.
+        lru.insert("g", 8, 6).unwrap();
+        lru.insert("h", 9, 4).unwrap();
+        lru.retain(|k| *k != "g");
+        assert_eq!((lru.used(), lru.len()), (4, 2));
+        assert_eq!(lru.get(&"g"), None);
+    }
+
+    #[test]
+    fn a_function_table_finds_offsets_by_segment_and_size_picking_one_alias() {
+        let mut t = FunctionTable {
+            // File offsets 0x1000.. are addresses 0x401000..
+            segments: vec![(0x1000, 0x1000, 0x40_1000)],
+            ..FunctionTable::default()
+        };
+        // (start, size, name offset, string table, binding: 0 local, 1 global, 2 weak)
+        t.fill(vec![
+            (0x40_1400, 8, 60, 0, 1),
+            (0x40_1100, 0x10, 10, 0, 0),
+            (0x40_1200, 0x20, 20, 0, 0),
+            (0x40_1200, 0x20, 30, 1, 2),
+            (0x40_1200, 0x20, 40, 0, 1),
+            (0x40_1200, 0, 45, 0, 1),
+            (0x40_1300, 0, 50, 1, 1),
+        ]);
+        assert_eq!(t.functions.len(), 4, "one per address");
+        let at = |o| t.function_at(o);
+        assert_eq!(at(0x1100), Some((0, 10)));
+        assert_eq!(at(0x110f), Some((0, 10)));
+        assert_eq!(at(0x1110), None, "past the symbol's size");
+        assert_eq!(at(0x1210), Some((0, 40)), "sized and global first");
+        // Size 0: up to the next symbol.
+        assert_eq!(at(0x13ff), Some((1, 50)));
+        assert_eq!(at(0x1404), Some((0, 60)));
+        assert_eq!(at(0x1408), None);
+        assert_eq!(at(0x10ff), None, "before the first function");
+        assert_eq!(at(0x2100), None, "outside every segment");
+        assert!(t.bytes() >= 4 * 24);
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            "core::fmt::write"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("memcpy"), "memcpy");
+    }
+
+    /// [`Mode::Functions`] names this test binary's functions from its symbol table, with no file
+    /// or line, and keeps the file's table across intervals while frames of the file are named:
+    /// a frame forgotten after KEEP_INTERVALS is named again from the kept table.
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn functions_mode_names_from_the_symbol_table_without_lines_and_keeps_the_table() {
+        let here = functions_mode_names_from_the_symbol_table_without_lines_and_keeps_the_table
+            as fn() as usize as u64;
+        let maps_text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mut maps = AddressSpaces::new();
+        maps.seed(1, &maps_text);
+        let frame = Frame::User {
+            mapping: maps.find(1, here).unwrap(),
+            addr: here,
+        };
+        let kernel = KernelSymbols::default();
+        let mut symbols = Symbols::new(Mode::Functions);
+        symbols.resolve(&[frame], &maps, &kernel);
+        let lines = symbols.lines(&frame).to_vec();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].function.ends_with(
+                "functions_mode_names_from_the_symbol_table_without_lines_and_keeps_the_table"
+            ),
+            "{lines:?}"
+        );
+        assert_eq!((lines[0].file.as_deref(), lines[0].line), (None, None));
+        let (bytes, files) = symbols.function_tables();
+        assert_eq!(files, 1);
+        assert!(bytes > 0 && bytes <= FUNCTION_TABLES_BYTES, "{bytes}");
+        // Another function of the file named in every interval keeps the table: `frame`,
+        // forgotten, is named again from it.
+        let other_addr = demangle as fn(&str) -> String as usize as u64;
+        let other = Frame::User {
+            mapping: maps.find(1, other_addr).unwrap(),
+            addr: other_addr,
+        };
+        for _ in 0..=KEEP_INTERVALS {
+            symbols.resolve(&[other], &maps, &kernel);
+            symbols.end_interval();
+        }
+        assert!(symbols.lines(&frame).is_empty(), "the frame is forgotten");
+        assert!(symbols.lines(&other)[0].function.ends_with("demangle"));
+        assert_eq!(symbols.function_tables(), (bytes, 1), "the table is kept");
+        symbols.resolve(&[frame], &maps, &kernel);
+        assert_eq!(symbols.lines(&frame), &lines[..]);
+        // No frame of the file named for KEEP_INTERVALS: the table goes too.
+        for _ in 0..=KEEP_INTERVALS {
+            symbols.end_interval();
+        }
+        assert_eq!(symbols.function_tables(), (0, 0));
+        // A budget below the table: it is not kept, yet names the batch it was read for.
+        let mut small = Symbols::new(Mode::Functions);
+        small.set_function_tables_bytes(bytes - 1);
+        small.resolve(&[frame], &maps, &kernel);
+        assert_eq!(small.lines(&frame), &lines[..]);
+        assert_eq!(small.function_tables(), (0, 0));
     }
 }

@@ -13,7 +13,7 @@ use std::time::UNIX_EPOCH;
 
 use crate::aggregate::{Frame, FrameId};
 use crate::profile::{Info, Profile};
-use crate::symbolize::{Line, Mode};
+use crate::symbolize::Line;
 
 /// Distinct values numbered from 1 in the order first seen (0 is left for "none").
 #[derive(Debug)]
@@ -128,7 +128,8 @@ impl Dictionary {
     /// The tables of `profile`, with a location per frame of its stack table.
     pub(crate) fn of(profile: &Profile) -> Self {
         let mut strings = Strings::new();
-        let symbolized = profile.info.symbolize == Mode::Local;
+        let symbolized = profile.info.symbolize.names_functions();
+        let lines = profile.info.symbolize.has_lines();
         let frames = profile.stacks.frames();
 
         // Mappings: the ones frames name, then one for the kernel.
@@ -152,7 +153,7 @@ impl Dictionary {
                         filename: strings.id(&m.path),
                         build_id: m.build_id_hex(),
                         has_functions: resolved,
-                        has_lines: resolved,
+                        has_lines: resolved && lines,
                     });
                     mapping_ids.insert(mapping.0, mappings.len() as u32);
                 }
@@ -266,6 +267,7 @@ pub(crate) mod tests {
     use crate::aggregate::Stacks;
     use crate::maps::{self, MappingId};
     use crate::profile::Stats;
+    use crate::symbolize::Mode;
 
     /// A symbolized profile of two stacks: `main -> leaf (inlined into `inlined`) -> a kernel
     /// address`, and `main -> an unmapped address -> the hidden kernel`; the file's build id is
