@@ -46,12 +46,10 @@ const BUSYBOX_SUITE: &str = "bookworm";
 const DEFAULT_TIMEOUT: u64 = 300;
 /// Test binaries whose names start with this are the hardware tests: the `hw` column, the exact mode.
 const HW_PREFIX: &str = "hw_";
-/// The slowest test binaries, left out (unless `--test` names them) where another guest runs them:
-/// on the x86_64 kernels between the oldest and the newest booted, and in aarch64's suite (one
-/// kernel, two emulated vCPUs of another architecture; its hardware tests run whole in the exact
-/// mode). They test our own code (the stat example's output, soaks, per-CPU and async plumbing, a
-/// command's spawn) more than the kernel's ABI, and took 390 of the 448 s a 5.10 guest spent in
-/// tests; the oldest and the newest x86_64 kernel run them all.
+/// Test binaries the x86_64 suite leaves out on the kernels between the oldest and the newest
+/// booted, unless `--test` names them: they test our own code (the stat example's output, soaks,
+/// per-CPU and async plumbing, a command's spawn) more than the kernel's ABI, and take 390 of the
+/// 448 s a 5.10 guest ran; the oldest and the newest kernel run them all.
 const NOT_ON_MIDDLE_KERNELS: &[&str] = &[
     "stat_example",
     "reliability_soak",
@@ -933,13 +931,6 @@ fn run_arch(arch: Arch, opts: &Options) -> Result<Vec<Outcome>, String> {
             );
             continue;
         }
-        let chosen: Vec<&TestBinary> = match (arch, mode) {
-            (Arch::Aarch64, Mode::Suite) if opts.tests.is_empty() => chosen
-                .into_iter()
-                .filter(|b| !NOT_ON_MIDDLE_KERNELS.contains(&b.name.as_str()))
-                .collect(),
-            _ => chosen,
-        };
         let initrd = match arch {
             Arch::X86_64 => dir.join("initrd.gz"),
             Arch::Aarch64 => dir.join(format!("initrd-{}.gz", mode.name())),
