@@ -948,17 +948,12 @@ fn run_arch(arch: Arch, opts: &Options) -> Result<Vec<Outcome>, String> {
         let jobs = if mode == Mode::Exact { opts.jobs } else { 1 };
         // x86_64's suite: the kernels between the oldest and the newest get a smaller image
         // (NOT_ON_MIDDLE_KERNELS), unless `--test` chose the binaries.
-        let middle = match (arch, mode) {
+        let (ends, middle): (Vec<&Kernel>, &[&Kernel]) = match (arch, mode) {
             (Arch::X86_64, Mode::Suite) if opts.tests.is_empty() && on.len() > 2 => {
-                on[1..on.len() - 1].to_vec()
+                (vec![on[0], on[on.len() - 1]], &on[1..on.len() - 1])
             }
-            _ => Vec::new(),
+            _ => (on.clone(), &[]),
         };
-        let ends: Vec<&Kernel> = on
-            .iter()
-            .copied()
-            .filter(|k| !middle.iter().any(|m| std::ptr::eq(*m, *k)))
-            .collect();
         outcomes.extend(boot_all(&ends, mode, &initrd, opts, jobs)?);
         if !middle.is_empty() {
             let fewer: Vec<&TestBinary> = chosen
@@ -968,7 +963,7 @@ fn run_arch(arch: Arch, opts: &Options) -> Result<Vec<Outcome>, String> {
                 .collect();
             let initrd = dir.join("initrd-middle.gz");
             build_image(arch, mode, &initrd, &busybox, &fewer, &examples)?;
-            outcomes.extend(boot_all(&middle, mode, &initrd, opts, jobs)?);
+            outcomes.extend(boot_all(middle, mode, &initrd, opts, jobs)?);
         }
     }
     // Oldest kernel first, exact before suite.
