@@ -343,6 +343,7 @@ fn main() {
             sample_regs_user: word(3),
             sample_regs_intr: word(4),
             sample_id_all: file[40] != 0,
+            ..ParseFields::default()
         };
         (file[41..].to_vec(), ParseConfig::new(fields))
     });

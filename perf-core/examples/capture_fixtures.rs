@@ -38,13 +38,14 @@ fn attr(type_: u32, config: u64) -> perf_event_attr {
 
 fn layout(a: &perf_event_attr) -> String {
     format!(
-        "sample_type={:#x}\nread_format={:#x}\nbranch_sample_type={:#x}\nsample_regs_user={:#x}\nsample_regs_intr={:#x}\nsample_id_all={}\n",
+        "sample_type={:#x}\nread_format={:#x}\nbranch_sample_type={:#x}\nsample_regs_user={:#x}\nsample_regs_intr={:#x}\nsample_id_all={}\nbuild_id={}\n",
         a.sample_type,
         a.read_format,
         a.branch_sample_type,
         a.sample_regs_user,
         a.sample_regs_intr,
-        a.sample_id_all()
+        a.sample_id_all(),
+        a.build_id()
     )
 }
 

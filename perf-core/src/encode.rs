@@ -367,7 +367,7 @@ fn encode_into(rec: &Record<'_>, cfg: &ParseConfig, w: &mut Writer<'_>) -> Resul
             w.u64(r.addr);
             w.u64(r.len);
             w.u64(r.pgoff);
-            match (&r.file, r.misc.mmap_build_id()) {
+            match (&r.file, cfg.mmap2_has_build_id(r.misc)) {
                 (Mmap2File::BuildId(b), true) => {
                     w.u8(b.size);
                     w.u8(0);
@@ -389,7 +389,8 @@ fn encode_into(rec: &Record<'_>, cfg: &ParseConfig, w: &mut Writer<'_>) -> Resul
                     w.u64(*ino_generation);
                 }
                 _ => return Err(w.err(
-                    "the file is a build id exactly when misc has PERF_RECORD_MISC_MMAP_BUILD_ID",
+                    "the file is a build id exactly when misc has PERF_RECORD_MISC_MMAP_BUILD_ID and the \
+                     config has build_id",
                 )),
             }
             w.u32(r.prot);

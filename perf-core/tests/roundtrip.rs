@@ -24,8 +24,9 @@ fn layouts() -> impl Strategy<Value = ParseConfig> {
         any::<u64>(),
         any::<u64>(),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(st, rf, bst, ru, ri, all)| {
+        .prop_map(|(st, rf, bst, ru, ri, all, build_id)| {
             ParseConfig::new(ParseFields {
                 sample_type: st & KNOWN_SAMPLE_BITS,
                 read_format: rf,
@@ -34,6 +35,7 @@ fn layouts() -> impl Strategy<Value = ParseConfig> {
                 sample_regs_user: ru & (ru >> 7) & (ru >> 13),
                 sample_regs_intr: ri & (ri >> 5) & (ri >> 11),
                 sample_id_all: all,
+                build_id,
             })
         })
 }
@@ -258,6 +260,7 @@ fn every_type_with_every_sample_bit() {
         sample_regs_user: 0xff0fff,
         sample_regs_intr: 0x3,
         sample_id_all: true,
+        build_id: true,
     });
     let mut rng = Gen::new(7);
     for ty in 0..=PERF_RECORD_MAX {

@@ -44,6 +44,8 @@ macro_rules! paths {
                     sample_regs_user: w[3],
                     sample_regs_intr: w[4],
                     sample_id_all,
+                    // Builds before build_id was a field have no more fields.
+                    ..ParseFields::default()
                 })
             }
 

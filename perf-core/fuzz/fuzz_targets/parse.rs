@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
         sample_regs_user: word(head, 3),
         sample_regs_intr: word(head, 4),
         sample_id_all: head[40] & 1 != 0,
+        build_id: head[40] & 2 != 0,
     });
     let seam = (u16::from_ne_bytes([head[41], head[42]]) as usize).min(bytes.len());
     let chunk = Chunk::new(&bytes[..seam], &bytes[seam..]);

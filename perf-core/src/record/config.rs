@@ -29,6 +29,13 @@ pub struct ParseFields {
     pub sample_regs_intr: u64,
     /// `perf_event_attr.sample_id_all`: non-sample records end with the sample_id trailer.
     pub sample_id_all: bool,
+    /// `perf_event_attr.build_id` (Since Linux 5.12): an MMAP2 record whose misc has
+    /// `PERF_RECORD_MISC_MMAP_BUILD_ID` carries a build id instead of device and inode. The bit is
+    /// believed only when this is set: kernels leave it on the MMAP2 records they then write for
+    /// other events, with device and inode (6.18 here does, whenever another event on the CPU asks
+    /// for build ids).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub build_id: bool,
 }
 
 /// The layout of one event's records, derived once from its attr: the parser's only input besides the bytes.
@@ -236,6 +243,7 @@ impl ParseConfig {
             sample_regs_user: attr.sample_regs_user,
             sample_regs_intr: attr.sample_regs_intr,
             sample_id_all: attr.sample_id_all() != 0,
+            build_id: attr.build_id() != 0,
         })
     }
 
@@ -262,6 +270,17 @@ impl ParseConfig {
     /// Whether non-sample records carry the sample_id trailer.
     pub const fn sample_id_all(&self) -> bool {
         self.fields.sample_id_all
+    }
+
+    /// Whether the event asked for build ids in MMAP2 records (`attr.build_id`), so that a
+    /// record's `PERF_RECORD_MISC_MMAP_BUILD_ID` is believed. See [`ParseFields::build_id`].
+    pub const fn build_id(&self) -> bool {
+        self.fields.build_id
+    }
+
+    /// Whether this MMAP2 record carries a build id: its misc says so and the event asked for one.
+    pub const fn mmap2_has_build_id(&self, misc: super::Misc) -> bool {
+        self.fields.build_id && misc.mmap_build_id()
     }
 
     /// The mask of user registers sampled with `PERF_SAMPLE_REGS_USER`.

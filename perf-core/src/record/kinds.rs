@@ -233,7 +233,10 @@ impl BuildId {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Mmap2<'a> {
     /// Header misc: [`cpumode`](Misc::cpumode), [`mmap_data`](Misc::mmap_data),
-    /// [`mmap_build_id`](Misc::mmap_build_id) (which also decides `file`'s variant when encoding).
+    /// [`mmap_build_id`](Misc::mmap_build_id) (with [`ParseConfig::mmap2_has_build_id`], it decides
+    /// `file`'s variant: a build id only where the event asked for one).
+    ///
+    /// [`ParseConfig::mmap2_has_build_id`]: crate::ParseConfig::mmap2_has_build_id
     pub misc: Misc,
     /// Process id.
     pub pid: u32,
@@ -584,7 +587,7 @@ pub(crate) fn parse_record<'a>(
             PERF_RECORD_MMAP2 => {
                 let (pid, tid) = (c.u32("pid")?, c.u32("tid")?);
                 let (addr, len, pgoff) = (c.u64("addr")?, c.u64("len")?, c.u64("pgoff")?);
-                let file = if misc.mmap_build_id() {
+                let file = if cfg.mmap2_has_build_id(misc) {
                     let size = c.u8("build_id_size")?;
                     c.u8("__reserved_1")?;
                     c.u16("__reserved_2")?;

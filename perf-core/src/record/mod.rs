@@ -121,7 +121,9 @@ impl Misc {
     }
 
     /// MMAP2: the record carries a build id instead of device and inode (`PERF_RECORD_MISC_MMAP_BUILD_ID`).
-    /// Since Linux 5.12.
+    /// Since Linux 5.12. Believe it only for an event that asked for build ids
+    /// ([`ParseConfig::mmap2_has_build_id`](crate::ParseConfig::mmap2_has_build_id)): kernels leave
+    /// the bit on records written for other events.
     #[doc(alias = "PERF_RECORD_MISC_MMAP_BUILD_ID")]
     pub const fn mmap_build_id(self) -> bool {
         self.bit(PERF_RECORD_MISC_MMAP_BUILD_ID)

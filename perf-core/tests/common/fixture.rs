@@ -38,6 +38,7 @@ impl Fixture {
             sample_regs_user: num(l["sample_regs_user"]),
             sample_regs_intr: num(l["sample_regs_intr"]),
             sample_id_all: num(l["sample_id_all"]) != 0,
+            build_id: num(l["build_id"]) != 0,
         });
         Fixture {
             name,

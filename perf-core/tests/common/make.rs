@@ -264,13 +264,12 @@ pub fn record(rng: &mut Gen, cfg: &ParseConfig, ty: u32) -> Record<'static> {
         }),
         PERF_RECORD_SAMPLE => Record::Sample(sample(rng, cfg)),
         PERF_RECORD_MMAP2 => {
-            let build_id = rng.bool();
+            // The misc bit alone, without the config's build_id, is what kernels leave on other
+            // events' records: device and inode follow.
+            let bit = rng.bool();
+            let build_id = bit && cfg.build_id();
             let bits = PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
-            let misc = Misc(if build_id {
-                misc.0 | bits
-            } else {
-                misc.0 & !bits
-            });
+            let misc = Misc(if bit { misc.0 | bits } else { misc.0 & !bits });
             let file = if build_id {
                 let mut bytes = [0u8; 20];
                 bytes.copy_from_slice(&rng.bytes(20));

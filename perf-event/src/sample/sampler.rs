@@ -559,10 +559,16 @@ impl Sampler {
                     .into(),
             ));
         }
-        if Parser::from_attr(counter.attr()) != self.parser {
+        // The build-id choice only matters for a counter that writes MMAP2 records.
+        let mut theirs = *counter.attr();
+        if theirs.mmap2() == 0 {
+            theirs.set_build_id(self.attr.build_id());
+        }
+        if Parser::from_attr(&theirs) != self.parser {
             return Err(Error::Sampling(
                 "a shared ring needs the same sample_format, record_id_format and stat_format on \
-                 every counter, so that one parser reads all records"
+                 every counter (and the same extra_record.mmap.ext build-id choice on counters \
+                 that record mmaps), so that one parser reads all records"
                     .into(),
             ));
         }
