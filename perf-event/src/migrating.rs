@@ -69,14 +69,18 @@
 //!   (0.5.1: `Rc`): groups and counters are `Send + Sync`.
 //! - Probes own their strings: `Kprobe::Symbol::name`, `Uprobe::path` are `CString` (0.5.1:
 //!   `&'static CStr`); build uprobes with [`Uprobe::new`](crate::event::dp::Uprobe::new).
-//! - Records keep the kernel's raw values where 0.5.1 decoded them: `Sample::call_chain` is
-//!   `Option<Vec<u64>>` with the `PERF_CONTEXT_*` markers in place (0.5.1: `Vec<CallChain>`, which
+//! - `Sample::call_chain` is the kernel's `Option<Vec<u64>>`, with the `PERF_CONTEXT_*` markers in
+//!   place (0.5.1: `Vec<CallChain>`, which
 //!   [`Sample::call_chain_parts`](crate::sample::record::Sample::call_chain_parts) gives, with the
-//!   same [`CallChain`](crate::sample::record::CallChain) enum);
-//!   `DataSource` is `perf_mem_data_src` (`DataSource(pub u64)`, one accessor per field; 0.5.1: the
-//!   `Mem*` structs and enums); branch `Entry::branch_type/branch_spec/branch_priv` are the raw bits
-//!   (0.5.1: `BranchType`/`BranchSpec`/`BranchPriv`); `mmap::Info::BuildId` holds a `Vec<u8>`
-//!   (0.5.1: `ArrayVec<u8, 20>`). Bits a newer kernel adds are never lost.
+//!   same [`CallChain`](crate::sample::record::CallChain) enum): parsing a sample allocates once
+//!   for its chain, not once per context. `mmap::Info::BuildId` holds a `Vec<u8>` (0.5.1:
+//!   `ArrayVec<u8, 20>`; no arrayvec type in this API).
+//! - [`MemLevel2`](crate::sample::record::MemLevel2) has an `L0` variant (`PERF_MEM_LVLNUM_L0`,
+//!   named by the kernel after 0.5.1), which 0.5.1 read as `Unknown`: an exhaustive match needs
+//!   its arm. The decoded [`DataSource`](crate::sample::record::DataSource) and branch
+//!   [`Entry`](crate::sample::record::Entry) fields are 0.5.1's types; `DataSource::from_bits` /
+//!   `to_bits` convert from and to the kernel's word without losing a bit the headers define, and
+//!   a branch type under `PERF_BR_EXTEND_ABI` is decoded from `new_type`.
 //! - More options: `Opts`, `RecordIdFormat`, `ExtraRecord`, `Uprobe` and `Uretprobe` have fields
 //!   0.5.1 lacks, so a struct literal naming only 0.5.1's fields needs `..Default::default()`.
 //! - Conversions that cannot fail (`Hardware`, `Software`, `Raw`, `Tracepoint`, `Breakpoint`,

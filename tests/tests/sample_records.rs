@@ -57,6 +57,55 @@ fn page_faults_one_sample_per_page_with_address() {
     std::hint::black_box(&v);
 }
 
+/// The kernel writes `PERF_MEM_NA` (every field's "not available" bit) as the data source of a
+/// software event's sample (task-clock here): decoded into 0.5.1's types, each of the five flag fields says `na` and
+/// nothing else, and the word round-trips. Newer kernels (6.18 here, not 5.10) put
+/// `PERF_MEM_LVLNUM_NA` in `PERF_MEM_NA` too.
+#[test]
+fn software_samples_decode_their_data_source_as_not_available() {
+    use perf_event::sample::record::{DataSource, MemHop, MemLevel2};
+    require!(
+        may_sample_self(),
+        Skip::Privilege,
+        "perf_event_paranoid {} > 2",
+        paranoid()
+    );
+    let mut opts = Opts::default();
+    opts.sample_on = SampleOn::Count(100_000); // every 100 us of task clock
+    opts.sample_format.data_source = true;
+    let counter = Counter::new(Software::TaskClock, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+    let sampler = counter.sampler(4).unwrap();
+    counter.enable().unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(30) {
+        std::hint::black_box(start.elapsed());
+    }
+    counter.disable().unwrap();
+    // PERF_MEM_NA: OP_NA << 0 | LVL_NA << 5 | SNOOP_NA << 19 | LOCK_NA << 24 | TLB_NA << 26.
+    let na: u64 = 1 | 1 << 5 | 1 << 19 | 1 << 24 | 1 << 26;
+    let mut seen = 0;
+    for (_, r) in sampler.iter() {
+        if let Record::Sample(s) = r {
+            let d: DataSource = s.data_source.expect("data_source asked for");
+            assert!(d.op.na && !d.op.load && !d.op.store, "{d:?}");
+            assert!(d.level.na && !d.level.hit && !d.level.l1, "{d:?}");
+            assert!(d.snoop.na && !d.snoop.hit && !d.snoop.fwd, "{d:?}");
+            assert!(d.lock.na && !d.lock.locked, "{d:?}");
+            assert!(d.tlb.na && !d.tlb.hit && !d.tlb.walker, "{d:?}");
+            let lvlnum_na = match d.level2 {
+                MemLevel2::Unknown => 0,
+                MemLevel2::Na => 0xf << 33,
+                other => panic!("level2 {other:?}: {d:?}"),
+            };
+            assert_eq!((d.remote, d.hops), (false, MemHop::Unknown), "{d:?}");
+            assert!(!d.block.na && !d.block.data && !d.block.addr, "{d:?}");
+            assert_eq!(d.to_bits(), na | lvlnum_na, "{d:?}");
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no sample in 30 ms of task clock");
+}
+
 /// Spins in its own body, so samples' instruction pointers (the first user entry of the call chain)
 /// lie inside it.
 #[inline(never)]

@@ -100,21 +100,13 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ),
     ("~literal config::RecordIdFormat {", "one more field (`identifier`); `..Default::default()` covers it"),
     ("~literal config::ExtraRecord {", "one more field (`comm_exec`); `..Default::default()` covers it"),
-    // The kernel's raw values, not 0.5.1's decoded enums.
+    // A level the kernel named after 0.5.1.
     (
-        "~sample::record::sample::Mem",
-        "`DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one \
-         accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: \
-         bits a newer kernel adds are never lost",
+        "match sample::record::sample::MemLevel2 (exhaustive)",
+        "`MemLevel2::L0` (`PERF_MEM_LVLNUM_L0`, in the UAPI headers after Linux 6.12) is a variant \
+         of its own (0.5.1 read it as `Unknown`): an exhaustive match needs its arm",
     ),
-    ("~field sample::record::sample::DataSource::", "as the Mem* types: `DataSource(pub u64)` with accessors"),
-    (
-        "~sample::record::sample::Branch",
-        "branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; \
-         0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided",
-    ),
-    ("~sample::record::sample::Entry::branch_", "as BranchType: the raw bits (u8)"),
-    ("~literal sample::record::sample::Entry {", "as BranchType: the raw bits (u8)"),
+    // The kernel's call chain, not 0.5.1's parts.
     (
         "~field sample::record::sample::Sample::call_chain:",
         "`Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place \

@@ -142,22 +142,19 @@ use krate::sample::record::sample::Abi as _;
 fn _type_27(_: ::core::marker::PhantomData<krate::sample::record::sample::Abi>) {}
 
 // enum sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::BranchPriv as _;
-// fn _type_28(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchPriv>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::BranchPriv as _;
+fn _type_28(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchPriv>) {}
 
 // enum sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::BranchSpec as _;
-// fn _type_29(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchSpec>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::BranchSpec as _;
+fn _type_29(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchSpec>) {}
 
 // enum sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::BranchType as _;
-// fn _type_30(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchType>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::BranchType as _;
+fn _type_30(_: ::core::marker::PhantomData<krate::sample::record::sample::BranchType>) {}
 
 // enum sample::record::sample::CallChain
 #[allow(unused_imports)]
@@ -165,16 +162,14 @@ use krate::sample::record::sample::CallChain as _;
 fn _type_31(_: ::core::marker::PhantomData<krate::sample::record::sample::CallChain>) {}
 
 // enum sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemHop as _;
-// fn _type_32(_: ::core::marker::PhantomData<krate::sample::record::sample::MemHop>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemHop as _;
+fn _type_32(_: ::core::marker::PhantomData<krate::sample::record::sample::MemHop>) {}
 
 // enum sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemLevel2 as _;
-// fn _type_33(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLevel2>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemLevel2 as _;
+fn _type_33(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLevel2>) {}
 
 // enum sample::record::sample::Weight
 #[allow(unused_imports)]
@@ -1534,67 +1529,58 @@ fn _field_258(x: krate::sample::record::read::Read) -> krate::sample::record::Ta
 }
 
 // field sample::record::sample::DataSource::block: sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_259(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemBlock {
-//     let krate::sample::record::sample::DataSource { block, .. } = x;
-//     block
-// }
+fn _field_259(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemBlock {
+    let krate::sample::record::sample::DataSource { block, .. } = x;
+    block
+}
 
 // field sample::record::sample::DataSource::hops: sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_260(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemHop {
-//     let krate::sample::record::sample::DataSource { hops, .. } = x;
-//     hops
-// }
+fn _field_260(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemHop {
+    let krate::sample::record::sample::DataSource { hops, .. } = x;
+    hops
+}
 
 // field sample::record::sample::DataSource::level2: sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_261(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLevel2 {
-//     let krate::sample::record::sample::DataSource { level2, .. } = x;
-//     level2
-// }
+fn _field_261(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLevel2 {
+    let krate::sample::record::sample::DataSource { level2, .. } = x;
+    level2
+}
 
 // field sample::record::sample::DataSource::level: sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_262(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLevel {
-//     let krate::sample::record::sample::DataSource { level, .. } = x;
-//     level
-// }
+fn _field_262(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLevel {
+    let krate::sample::record::sample::DataSource { level, .. } = x;
+    level
+}
 
 // field sample::record::sample::DataSource::lock: sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_263(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLock {
-//     let krate::sample::record::sample::DataSource { lock, .. } = x;
-//     lock
-// }
+fn _field_263(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemLock {
+    let krate::sample::record::sample::DataSource { lock, .. } = x;
+    lock
+}
 
 // field sample::record::sample::DataSource::op: sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_264(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemOp {
-//     let krate::sample::record::sample::DataSource { op, .. } = x;
-//     op
-// }
+fn _field_264(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemOp {
+    let krate::sample::record::sample::DataSource { op, .. } = x;
+    op
+}
 
 // field sample::record::sample::DataSource::remote: bool
-// DIFFERENCE: as the Mem* types: `DataSource(pub u64)` with accessors
-// fn _field_265(x: krate::sample::record::sample::DataSource) -> bool {
-//     let krate::sample::record::sample::DataSource { remote, .. } = x;
-//     remote
-// }
+fn _field_265(x: krate::sample::record::sample::DataSource) -> bool {
+    let krate::sample::record::sample::DataSource { remote, .. } = x;
+    remote
+}
 
 // field sample::record::sample::DataSource::snoop: sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_266(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemSnoop {
-//     let krate::sample::record::sample::DataSource { snoop, .. } = x;
-//     snoop
-// }
+fn _field_266(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemSnoop {
+    let krate::sample::record::sample::DataSource { snoop, .. } = x;
+    snoop
+}
 
 // field sample::record::sample::DataSource::tlb: sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_267(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemTlb {
-//     let krate::sample::record::sample::DataSource { tlb, .. } = x;
-//     tlb
-// }
+fn _field_267(x: krate::sample::record::sample::DataSource) -> krate::sample::record::sample::MemTlb {
+    let krate::sample::record::sample::DataSource { tlb, .. } = x;
+    tlb
+}
 
 // field sample::record::sample::Entry::abort: bool
 fn _field_268(x: krate::sample::record::sample::Entry) -> bool {
@@ -1603,25 +1589,22 @@ fn _field_268(x: krate::sample::record::sample::Entry) -> bool {
 }
 
 // field sample::record::sample::Entry::branch_priv: sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _field_269(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchPriv {
-//     let krate::sample::record::sample::Entry { branch_priv, .. } = x;
-//     branch_priv
-// }
+fn _field_269(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchPriv {
+    let krate::sample::record::sample::Entry { branch_priv, .. } = x;
+    branch_priv
+}
 
 // field sample::record::sample::Entry::branch_spec: sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _field_270(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchSpec {
-//     let krate::sample::record::sample::Entry { branch_spec, .. } = x;
-//     branch_spec
-// }
+fn _field_270(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchSpec {
+    let krate::sample::record::sample::Entry { branch_spec, .. } = x;
+    branch_spec
+}
 
 // field sample::record::sample::Entry::branch_type: sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _field_271(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchType {
-//     let krate::sample::record::sample::Entry { branch_type, .. } = x;
-//     branch_type
-// }
+fn _field_271(x: krate::sample::record::sample::Entry) -> krate::sample::record::sample::BranchType {
+    let krate::sample::record::sample::Entry { branch_type, .. } = x;
+    branch_type
+}
 
 // field sample::record::sample::Entry::counter: Option<u64>
 fn _field_272(x: krate::sample::record::sample::Entry) -> ::core::option::Option<u64> {
@@ -1678,270 +1661,232 @@ fn _field_280(x: krate::sample::record::sample::Lbr) -> ::core::option::Option<u
 }
 
 // field sample::record::sample::MemBlock::addr: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_281(x: krate::sample::record::sample::MemBlock) -> bool {
-//     let krate::sample::record::sample::MemBlock { addr, .. } = x;
-//     addr
-// }
+fn _field_281(x: krate::sample::record::sample::MemBlock) -> bool {
+    let krate::sample::record::sample::MemBlock { addr, .. } = x;
+    addr
+}
 
 // field sample::record::sample::MemBlock::data: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_282(x: krate::sample::record::sample::MemBlock) -> bool {
-//     let krate::sample::record::sample::MemBlock { data, .. } = x;
-//     data
-// }
+fn _field_282(x: krate::sample::record::sample::MemBlock) -> bool {
+    let krate::sample::record::sample::MemBlock { data, .. } = x;
+    data
+}
 
 // field sample::record::sample::MemBlock::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_283(x: krate::sample::record::sample::MemBlock) -> bool {
-//     let krate::sample::record::sample::MemBlock { na, .. } = x;
-//     na
-// }
+fn _field_283(x: krate::sample::record::sample::MemBlock) -> bool {
+    let krate::sample::record::sample::MemBlock { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemLevel::hit: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_284(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { hit, .. } = x;
-//     hit
-// }
+fn _field_284(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { hit, .. } = x;
+    hit
+}
 
 // field sample::record::sample::MemLevel::io: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_285(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { io, .. } = x;
-//     io
-// }
+fn _field_285(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { io, .. } = x;
+    io
+}
 
 // field sample::record::sample::MemLevel::l1: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_286(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { l1, .. } = x;
-//     l1
-// }
+fn _field_286(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { l1, .. } = x;
+    l1
+}
 
 // field sample::record::sample::MemLevel::l2: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_287(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { l2, .. } = x;
-//     l2
-// }
+fn _field_287(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { l2, .. } = x;
+    l2
+}
 
 // field sample::record::sample::MemLevel::l3: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_288(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { l3, .. } = x;
-//     l3
-// }
+fn _field_288(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { l3, .. } = x;
+    l3
+}
 
 // field sample::record::sample::MemLevel::lfb: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_289(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { lfb, .. } = x;
-//     lfb
-// }
+fn _field_289(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { lfb, .. } = x;
+    lfb
+}
 
 // field sample::record::sample::MemLevel::loc_ram: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_290(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { loc_ram, .. } = x;
-//     loc_ram
-// }
+fn _field_290(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { loc_ram, .. } = x;
+    loc_ram
+}
 
 // field sample::record::sample::MemLevel::miss: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_291(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { miss, .. } = x;
-//     miss
-// }
+fn _field_291(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { miss, .. } = x;
+    miss
+}
 
 // field sample::record::sample::MemLevel::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_292(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { na, .. } = x;
-//     na
-// }
+fn _field_292(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemLevel::rem_cce1: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_293(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { rem_cce1, .. } = x;
-//     rem_cce1
-// }
+fn _field_293(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { rem_cce1, .. } = x;
+    rem_cce1
+}
 
 // field sample::record::sample::MemLevel::rem_cce2: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_294(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { rem_cce2, .. } = x;
-//     rem_cce2
-// }
+fn _field_294(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { rem_cce2, .. } = x;
+    rem_cce2
+}
 
 // field sample::record::sample::MemLevel::rem_ram1: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_295(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { rem_ram1, .. } = x;
-//     rem_ram1
-// }
+fn _field_295(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { rem_ram1, .. } = x;
+    rem_ram1
+}
 
 // field sample::record::sample::MemLevel::rem_ram2: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_296(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { rem_ram2, .. } = x;
-//     rem_ram2
-// }
+fn _field_296(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { rem_ram2, .. } = x;
+    rem_ram2
+}
 
 // field sample::record::sample::MemLevel::unc: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_297(x: krate::sample::record::sample::MemLevel) -> bool {
-//     let krate::sample::record::sample::MemLevel { unc, .. } = x;
-//     unc
-// }
+fn _field_297(x: krate::sample::record::sample::MemLevel) -> bool {
+    let krate::sample::record::sample::MemLevel { unc, .. } = x;
+    unc
+}
 
 // field sample::record::sample::MemLock::locked: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_298(x: krate::sample::record::sample::MemLock) -> bool {
-//     let krate::sample::record::sample::MemLock { locked, .. } = x;
-//     locked
-// }
+fn _field_298(x: krate::sample::record::sample::MemLock) -> bool {
+    let krate::sample::record::sample::MemLock { locked, .. } = x;
+    locked
+}
 
 // field sample::record::sample::MemLock::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_299(x: krate::sample::record::sample::MemLock) -> bool {
-//     let krate::sample::record::sample::MemLock { na, .. } = x;
-//     na
-// }
+fn _field_299(x: krate::sample::record::sample::MemLock) -> bool {
+    let krate::sample::record::sample::MemLock { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemOp::exec: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_300(x: krate::sample::record::sample::MemOp) -> bool {
-//     let krate::sample::record::sample::MemOp { exec, .. } = x;
-//     exec
-// }
+fn _field_300(x: krate::sample::record::sample::MemOp) -> bool {
+    let krate::sample::record::sample::MemOp { exec, .. } = x;
+    exec
+}
 
 // field sample::record::sample::MemOp::load: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_301(x: krate::sample::record::sample::MemOp) -> bool {
-//     let krate::sample::record::sample::MemOp { load, .. } = x;
-//     load
-// }
+fn _field_301(x: krate::sample::record::sample::MemOp) -> bool {
+    let krate::sample::record::sample::MemOp { load, .. } = x;
+    load
+}
 
 // field sample::record::sample::MemOp::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_302(x: krate::sample::record::sample::MemOp) -> bool {
-//     let krate::sample::record::sample::MemOp { na, .. } = x;
-//     na
-// }
+fn _field_302(x: krate::sample::record::sample::MemOp) -> bool {
+    let krate::sample::record::sample::MemOp { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemOp::prefetch: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_303(x: krate::sample::record::sample::MemOp) -> bool {
-//     let krate::sample::record::sample::MemOp { prefetch, .. } = x;
-//     prefetch
-// }
+fn _field_303(x: krate::sample::record::sample::MemOp) -> bool {
+    let krate::sample::record::sample::MemOp { prefetch, .. } = x;
+    prefetch
+}
 
 // field sample::record::sample::MemOp::store: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_304(x: krate::sample::record::sample::MemOp) -> bool {
-//     let krate::sample::record::sample::MemOp { store, .. } = x;
-//     store
-// }
+fn _field_304(x: krate::sample::record::sample::MemOp) -> bool {
+    let krate::sample::record::sample::MemOp { store, .. } = x;
+    store
+}
 
 // field sample::record::sample::MemSnoop::fwd: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_305(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { fwd, .. } = x;
-//     fwd
-// }
+fn _field_305(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { fwd, .. } = x;
+    fwd
+}
 
 // field sample::record::sample::MemSnoop::hit: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_306(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { hit, .. } = x;
-//     hit
-// }
+fn _field_306(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { hit, .. } = x;
+    hit
+}
 
 // field sample::record::sample::MemSnoop::hit_m: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_307(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { hit_m, .. } = x;
-//     hit_m
-// }
+fn _field_307(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { hit_m, .. } = x;
+    hit_m
+}
 
 // field sample::record::sample::MemSnoop::miss: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_308(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { miss, .. } = x;
-//     miss
-// }
+fn _field_308(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { miss, .. } = x;
+    miss
+}
 
 // field sample::record::sample::MemSnoop::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_309(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { na, .. } = x;
-//     na
-// }
+fn _field_309(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemSnoop::none: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_310(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { none, .. } = x;
-//     none
-// }
+fn _field_310(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { none, .. } = x;
+    none
+}
 
 // field sample::record::sample::MemSnoop::peer: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_311(x: krate::sample::record::sample::MemSnoop) -> bool {
-//     let krate::sample::record::sample::MemSnoop { peer, .. } = x;
-//     peer
-// }
+fn _field_311(x: krate::sample::record::sample::MemSnoop) -> bool {
+    let krate::sample::record::sample::MemSnoop { peer, .. } = x;
+    peer
+}
 
 // field sample::record::sample::MemTlb::fault: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_312(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { fault, .. } = x;
-//     fault
-// }
+fn _field_312(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { fault, .. } = x;
+    fault
+}
 
 // field sample::record::sample::MemTlb::hit: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_313(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { hit, .. } = x;
-//     hit
-// }
+fn _field_313(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { hit, .. } = x;
+    hit
+}
 
 // field sample::record::sample::MemTlb::l1: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_314(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { l1, .. } = x;
-//     l1
-// }
+fn _field_314(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { l1, .. } = x;
+    l1
+}
 
 // field sample::record::sample::MemTlb::l2: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_315(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { l2, .. } = x;
-//     l2
-// }
+fn _field_315(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { l2, .. } = x;
+    l2
+}
 
 // field sample::record::sample::MemTlb::miss: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_316(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { miss, .. } = x;
-//     miss
-// }
+fn _field_316(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { miss, .. } = x;
+    miss
+}
 
 // field sample::record::sample::MemTlb::na: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_317(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { na, .. } = x;
-//     na
-// }
+fn _field_317(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { na, .. } = x;
+    na
+}
 
 // field sample::record::sample::MemTlb::walker: bool
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _field_318(x: krate::sample::record::sample::MemTlb) -> bool {
-//     let krate::sample::record::sample::MemTlb { walker, .. } = x;
-//     walker
-// }
+fn _field_318(x: krate::sample::record::sample::MemTlb) -> bool {
+    let krate::sample::record::sample::MemTlb { walker, .. } = x;
+    walker
+}
 
 // field sample::record::sample::Sample::aux: Option<Vec<u8>>
 fn _field_319(x: krate::sample::record::sample::Sample) -> ::core::option::Option<::std::vec::Vec<u8>> {
@@ -3062,25 +3007,22 @@ fn _impl_501() {
 }
 
 // impl Clone for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_502() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_502() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Clone for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_503() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_503() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Clone for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_504() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_504() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Clone for sample::record::sample::CallChain
 fn _impl_505() {
@@ -3107,60 +3049,52 @@ fn _impl_508() {
 }
 
 // impl Clone for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_509() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_509() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Clone for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_510() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_510() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Clone for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_511() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_511() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Clone for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_512() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_512() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Clone for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_513() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_513() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Clone for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_514() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_514() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Clone for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_515() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_515() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Clone for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_516() {
-//     fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_516() {
+    fn ck<X: ?::core::marker::Sized + ::core::clone::Clone>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Clone for sample::record::sample::Sample
 fn _impl_517() {
@@ -3349,39 +3283,34 @@ fn _impl_547() {
 }
 
 // impl Copy for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_548() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_548() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Copy for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_549() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_549() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Copy for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_550() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_550() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Copy for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_551() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_551() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Copy for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_552() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_552() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Copy>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Debug for config::All
 fn _impl_553() {
@@ -3847,25 +3776,22 @@ fn _impl_629() {
 }
 
 // impl Debug for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_630() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_630() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Debug for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_631() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_631() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Debug for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_632() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_632() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Debug for sample::record::sample::CallChain
 fn _impl_633() {
@@ -3892,60 +3818,52 @@ fn _impl_636() {
 }
 
 // impl Debug for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_637() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_637() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Debug for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_638() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_638() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Debug for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_639() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_639() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Debug for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_640() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_640() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Debug for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_641() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_641() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Debug for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_642() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_642() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Debug for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_643() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_643() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Debug for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_644() {
-//     fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_644() {
+    fn ck<X: ?::core::marker::Sized + ::core::fmt::Debug>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Debug for sample::record::sample::Sample
 fn _impl_645() {
@@ -4568,25 +4486,22 @@ fn _impl_747() {
 }
 
 // impl Eq for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_748() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_748() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Eq for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_749() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_749() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Eq for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_750() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_750() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Eq for sample::record::sample::CallChain
 fn _impl_751() {
@@ -4613,60 +4528,52 @@ fn _impl_754() {
 }
 
 // impl Eq for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_755() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_755() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Eq for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_756() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_756() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Eq for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_757() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_757() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Eq for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_758() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_758() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Eq for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_759() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_759() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Eq for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_760() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_760() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Eq for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_761() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_761() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Eq for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_762() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_762() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::Eq>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Eq for sample::record::sample::Sample
 fn _impl_763() {
@@ -5349,25 +5256,22 @@ fn _impl_875() {
 }
 
 // impl Hash for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_876() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_876() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Hash for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_877() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_877() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Hash for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_878() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_878() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Hash for sample::record::sample::CallChain
 fn _impl_879() {
@@ -5394,60 +5298,52 @@ fn _impl_882() {
 }
 
 // impl Hash for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_883() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_883() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Hash for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_884() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_884() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Hash for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_885() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_885() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Hash for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_886() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_886() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Hash for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_887() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_887() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Hash for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_888() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_888() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Hash for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_889() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_889() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Hash for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_890() {
-//     fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_890() {
+    fn ck<X: ?::core::marker::Sized + ::core::hash::Hash>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Hash for sample::record::sample::Sample
 fn _impl_891() {
@@ -5968,25 +5864,22 @@ fn _impl_976() {
 }
 
 // impl PartialEq for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_977() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_977() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl PartialEq for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_978() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_978() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl PartialEq for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_979() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_979() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl PartialEq for sample::record::sample::CallChain
 fn _impl_980() {
@@ -6013,60 +5906,52 @@ fn _impl_983() {
 }
 
 // impl PartialEq for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_984() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_984() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl PartialEq for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_985() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_985() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl PartialEq for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_986() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_986() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl PartialEq for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_987() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_987() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl PartialEq for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_988() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_988() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl PartialEq for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_989() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_989() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl PartialEq for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_990() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_990() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl PartialEq for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_991() {
-//     fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_991() {
+    fn ck<X: ?::core::marker::Sized + ::core::cmp::PartialEq>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl PartialEq for sample::record::sample::Sample
 fn _impl_992() {
@@ -6592,25 +6477,22 @@ fn _impl_1078() {
 }
 
 // impl RefUnwindSafe for sample::record::sample::BranchPriv (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1079() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1079() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::BranchSpec (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1080() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1080() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::BranchType (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1081() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1081() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::CallChain (auto)
 fn _impl_1082() {
@@ -6637,60 +6519,52 @@ fn _impl_1085() {
 }
 
 // impl RefUnwindSafe for sample::record::sample::MemBlock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1086() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1086() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemHop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1087() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1087() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemLevel (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1088() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1088() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemLevel2 (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1089() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1089() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemLock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1090() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1090() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemOp (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1091() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1091() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemSnoop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1092() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1092() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::MemTlb (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1093() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1093() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::RefUnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl RefUnwindSafe for sample::record::sample::Sample (auto)
 fn _impl_1094() {
@@ -7236,25 +7110,22 @@ fn _impl_1183() {
 }
 
 // impl Send for sample::record::sample::BranchPriv (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1184() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1184() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Send for sample::record::sample::BranchSpec (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1185() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1185() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Send for sample::record::sample::BranchType (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1186() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1186() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Send for sample::record::sample::CallChain (auto)
 fn _impl_1187() {
@@ -7281,60 +7152,52 @@ fn _impl_1190() {
 }
 
 // impl Send for sample::record::sample::MemBlock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1191() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1191() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Send for sample::record::sample::MemHop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1192() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1192() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Send for sample::record::sample::MemLevel (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1193() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1193() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Send for sample::record::sample::MemLevel2 (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1194() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1194() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Send for sample::record::sample::MemLock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1195() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1195() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Send for sample::record::sample::MemOp (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1196() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1196() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Send for sample::record::sample::MemSnoop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1197() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1197() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Send for sample::record::sample::MemTlb (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1198() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1198() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Send>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Send for sample::record::sample::Sample (auto)
 fn _impl_1199() {
@@ -7812,25 +7675,22 @@ fn _impl_1277() {
 }
 
 // impl Serialize for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1278() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1278() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Serialize for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1279() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1279() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Serialize for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1280() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1280() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Serialize for sample::record::sample::CallChain
 fn _impl_1281() {
@@ -7857,60 +7717,52 @@ fn _impl_1284() {
 }
 
 // impl Serialize for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1285() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1285() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Serialize for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1286() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1286() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Serialize for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1287() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1287() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Serialize for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1288() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1288() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Serialize for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1289() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1289() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Serialize for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1290() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1290() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Serialize for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1291() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1291() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Serialize for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1292() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1292() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Serialize>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Serialize for sample::record::sample::Sample
 fn _impl_1293() {
@@ -8444,25 +8296,22 @@ fn _impl_1380() {
 }
 
 // impl Sync for sample::record::sample::BranchPriv (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1381() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1381() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Sync for sample::record::sample::BranchSpec (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1382() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1382() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Sync for sample::record::sample::BranchType (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1383() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1383() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Sync for sample::record::sample::CallChain (auto)
 fn _impl_1384() {
@@ -8489,60 +8338,52 @@ fn _impl_1387() {
 }
 
 // impl Sync for sample::record::sample::MemBlock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1388() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1388() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Sync for sample::record::sample::MemHop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1389() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1389() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Sync for sample::record::sample::MemLevel (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1390() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1390() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Sync for sample::record::sample::MemLevel2 (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1391() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1391() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Sync for sample::record::sample::MemLock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1392() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1392() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Sync for sample::record::sample::MemOp (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1393() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1393() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Sync for sample::record::sample::MemSnoop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1394() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1394() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Sync for sample::record::sample::MemTlb (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1395() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1395() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Sync>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Sync for sample::record::sample::Sample (auto)
 fn _impl_1396() {
@@ -9218,25 +9059,22 @@ fn _impl_1506() {
 }
 
 // impl Unpin for sample::record::sample::BranchPriv (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1507() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1507() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl Unpin for sample::record::sample::BranchSpec (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1508() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1508() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl Unpin for sample::record::sample::BranchType (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1509() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1509() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl Unpin for sample::record::sample::CallChain (auto)
 fn _impl_1510() {
@@ -9263,60 +9101,52 @@ fn _impl_1513() {
 }
 
 // impl Unpin for sample::record::sample::MemBlock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1514() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1514() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl Unpin for sample::record::sample::MemHop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1515() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1515() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl Unpin for sample::record::sample::MemLevel (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1516() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1516() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl Unpin for sample::record::sample::MemLevel2 (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1517() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1517() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl Unpin for sample::record::sample::MemLock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1518() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1518() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl Unpin for sample::record::sample::MemOp (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1519() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1519() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl Unpin for sample::record::sample::MemSnoop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1520() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1520() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl Unpin for sample::record::sample::MemTlb (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1521() {
-//     fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1521() {
+    fn ck<X: ?::core::marker::Sized + ::core::marker::Unpin>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl Unpin for sample::record::sample::Sample (auto)
 fn _impl_1522() {
@@ -9862,25 +9692,22 @@ fn _impl_1611() {
 }
 
 // impl UnwindSafe for sample::record::sample::BranchPriv (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1612() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1612() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl UnwindSafe for sample::record::sample::BranchSpec (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1613() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1613() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl UnwindSafe for sample::record::sample::BranchType (auto)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1614() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1614() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl UnwindSafe for sample::record::sample::CallChain (auto)
 fn _impl_1615() {
@@ -9907,60 +9734,52 @@ fn _impl_1618() {
 }
 
 // impl UnwindSafe for sample::record::sample::MemBlock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1619() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1619() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemHop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1620() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1620() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemLevel (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1621() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1621() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemLevel2 (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1622() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1622() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemLock (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1623() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1623() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemOp (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1624() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1624() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemSnoop (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1625() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1625() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl UnwindSafe for sample::record::sample::MemTlb (auto)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1626() {
-//     fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1626() {
+    fn ck<X: ?::core::marker::Sized + ::core::panic::UnwindSafe>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl UnwindSafe for sample::record::sample::Sample (auto)
 fn _impl_1627() {
@@ -10726,25 +10545,22 @@ fn _impl_1753() {
 }
 
 // impl<'de> Deserialize<'de> for sample::record::sample::BranchPriv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1754() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::BranchPriv>();
-// }
+fn _impl_1754() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::BranchPriv>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::BranchSpec
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1755() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::BranchSpec>();
-// }
+fn _impl_1755() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::BranchSpec>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::BranchType
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _impl_1756() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::BranchType>();
-// }
+fn _impl_1756() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::BranchType>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::CallChain
 fn _impl_1757() {
@@ -10771,60 +10587,52 @@ fn _impl_1760() {
 }
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1761() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemBlock>();
-// }
+fn _impl_1761() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemBlock>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemHop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1762() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemHop>();
-// }
+fn _impl_1762() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemHop>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1763() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemLevel>();
-// }
+fn _impl_1763() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemLevel>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemLevel2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1764() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemLevel2>();
-// }
+fn _impl_1764() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemLevel2>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1765() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemLock>();
-// }
+fn _impl_1765() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemLock>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1766() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemOp>();
-// }
+fn _impl_1766() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemOp>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1767() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemSnoop>();
-// }
+fn _impl_1767() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemSnoop>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _impl_1768() {
-//     fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
-//     ck::<krate::sample::record::sample::MemTlb>();
-// }
+fn _impl_1768() {
+    fn ck<X: ?::core::marker::Sized + ::serde::Deserialize<'static>>() {}
+    ck::<krate::sample::record::sample::MemTlb>();
+}
 
 // impl<'de> Deserialize<'de> for sample::record::sample::Sample
 fn _impl_1769() {
@@ -11136,16 +10944,14 @@ fn _literal_1827(record_id: ::core::option::Option<krate::sample::record::Record
 }
 
 // literal sample::record::sample::DataSource { op: sample::record::sample::MemOp, level: sample::record::sample::MemLevel, snoop: sample::record::sample::MemSnoop, lock: sample::record::sample::MemLock, tlb: sample::record::sample::MemTlb, level2: sample::record::sample::MemLevel2, remote: bool, block: sample::record::sample::MemBlock, hops: sample::record::sample::MemHop }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1828(op: krate::sample::record::sample::MemOp, level: krate::sample::record::sample::MemLevel, snoop: krate::sample::record::sample::MemSnoop, lock: krate::sample::record::sample::MemLock, tlb: krate::sample::record::sample::MemTlb, level2: krate::sample::record::sample::MemLevel2, remote: bool, block: krate::sample::record::sample::MemBlock, hops: krate::sample::record::sample::MemHop) -> krate::sample::record::sample::DataSource {
-//     krate::sample::record::sample::DataSource { op, level, snoop, lock, tlb, level2, remote, block, hops }
-// }
+fn _literal_1828(op: krate::sample::record::sample::MemOp, level: krate::sample::record::sample::MemLevel, snoop: krate::sample::record::sample::MemSnoop, lock: krate::sample::record::sample::MemLock, tlb: krate::sample::record::sample::MemTlb, level2: krate::sample::record::sample::MemLevel2, remote: bool, block: krate::sample::record::sample::MemBlock, hops: krate::sample::record::sample::MemHop) -> krate::sample::record::sample::DataSource {
+    krate::sample::record::sample::DataSource { op, level, snoop, lock, tlb, level2, remote, block, hops }
+}
 
 // literal sample::record::sample::Entry { from: u64, to: u64, mis: bool, pred: bool, in_tx: bool, abort: bool, cycles: u16, branch_type: sample::record::sample::BranchType, branch_spec: sample::record::sample::BranchSpec, branch_priv: sample::record::sample::BranchPriv, counter: Option<u64> }
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _literal_1829(from: u64, to: u64, mis: bool, pred: bool, in_tx: bool, abort: bool, cycles: u16, branch_type: krate::sample::record::sample::BranchType, branch_spec: krate::sample::record::sample::BranchSpec, branch_priv: krate::sample::record::sample::BranchPriv, counter: ::core::option::Option<u64>) -> krate::sample::record::sample::Entry {
-//     krate::sample::record::sample::Entry { from, to, mis, pred, in_tx, abort, cycles, branch_type, branch_spec, branch_priv, counter }
-// }
+fn _literal_1829(from: u64, to: u64, mis: bool, pred: bool, in_tx: bool, abort: bool, cycles: u16, branch_type: krate::sample::record::sample::BranchType, branch_spec: krate::sample::record::sample::BranchSpec, branch_priv: krate::sample::record::sample::BranchPriv, counter: ::core::option::Option<u64>) -> krate::sample::record::sample::Entry {
+    krate::sample::record::sample::Entry { from, to, mis, pred, in_tx, abort, cycles, branch_type, branch_spec, branch_priv, counter }
+}
 
 // literal sample::record::sample::Lbr { hw_index: Option<u64>, entries: Vec<sample::record::sample::Entry> }
 fn _literal_1830(hw_index: ::core::option::Option<u64>, entries: ::std::vec::Vec<krate::sample::record::sample::Entry>) -> krate::sample::record::sample::Lbr {
@@ -11153,40 +10959,34 @@ fn _literal_1830(hw_index: ::core::option::Option<u64>, entries: ::std::vec::Vec
 }
 
 // literal sample::record::sample::MemBlock { na: bool, data: bool, addr: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1831(na: bool, data: bool, addr: bool) -> krate::sample::record::sample::MemBlock {
-//     krate::sample::record::sample::MemBlock { na, data, addr }
-// }
+fn _literal_1831(na: bool, data: bool, addr: bool) -> krate::sample::record::sample::MemBlock {
+    krate::sample::record::sample::MemBlock { na, data, addr }
+}
 
 // literal sample::record::sample::MemLevel { na: bool, hit: bool, miss: bool, l1: bool, lfb: bool, l2: bool, l3: bool, loc_ram: bool, rem_ram1: bool, rem_ram2: bool, rem_cce1: bool, rem_cce2: bool, io: bool, unc: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1832(na: bool, hit: bool, miss: bool, l1: bool, lfb: bool, l2: bool, l3: bool, loc_ram: bool, rem_ram1: bool, rem_ram2: bool, rem_cce1: bool, rem_cce2: bool, io: bool, unc: bool) -> krate::sample::record::sample::MemLevel {
-//     krate::sample::record::sample::MemLevel { na, hit, miss, l1, lfb, l2, l3, loc_ram, rem_ram1, rem_ram2, rem_cce1, rem_cce2, io, unc }
-// }
+fn _literal_1832(na: bool, hit: bool, miss: bool, l1: bool, lfb: bool, l2: bool, l3: bool, loc_ram: bool, rem_ram1: bool, rem_ram2: bool, rem_cce1: bool, rem_cce2: bool, io: bool, unc: bool) -> krate::sample::record::sample::MemLevel {
+    krate::sample::record::sample::MemLevel { na, hit, miss, l1, lfb, l2, l3, loc_ram, rem_ram1, rem_ram2, rem_cce1, rem_cce2, io, unc }
+}
 
 // literal sample::record::sample::MemLock { na: bool, locked: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1833(na: bool, locked: bool) -> krate::sample::record::sample::MemLock {
-//     krate::sample::record::sample::MemLock { na, locked }
-// }
+fn _literal_1833(na: bool, locked: bool) -> krate::sample::record::sample::MemLock {
+    krate::sample::record::sample::MemLock { na, locked }
+}
 
 // literal sample::record::sample::MemOp { na: bool, load: bool, store: bool, prefetch: bool, exec: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1834(na: bool, load: bool, store: bool, prefetch: bool, exec: bool) -> krate::sample::record::sample::MemOp {
-//     krate::sample::record::sample::MemOp { na, load, store, prefetch, exec }
-// }
+fn _literal_1834(na: bool, load: bool, store: bool, prefetch: bool, exec: bool) -> krate::sample::record::sample::MemOp {
+    krate::sample::record::sample::MemOp { na, load, store, prefetch, exec }
+}
 
 // literal sample::record::sample::MemSnoop { na: bool, none: bool, hit: bool, miss: bool, hit_m: bool, fwd: bool, peer: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1835(na: bool, none: bool, hit: bool, miss: bool, hit_m: bool, fwd: bool, peer: bool) -> krate::sample::record::sample::MemSnoop {
-//     krate::sample::record::sample::MemSnoop { na, none, hit, miss, hit_m, fwd, peer }
-// }
+fn _literal_1835(na: bool, none: bool, hit: bool, miss: bool, hit_m: bool, fwd: bool, peer: bool) -> krate::sample::record::sample::MemSnoop {
+    krate::sample::record::sample::MemSnoop { na, none, hit, miss, hit_m, fwd, peer }
+}
 
 // literal sample::record::sample::MemTlb { na: bool, hit: bool, miss: bool, l1: bool, l2: bool, walker: bool, fault: bool }
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _literal_1836(na: bool, hit: bool, miss: bool, l1: bool, l2: bool, walker: bool, fault: bool) -> krate::sample::record::sample::MemTlb {
-//     krate::sample::record::sample::MemTlb { na, hit, miss, l1, l2, walker, fault }
-// }
+fn _literal_1836(na: bool, hit: bool, miss: bool, l1: bool, l2: bool, walker: bool, fault: bool) -> krate::sample::record::sample::MemTlb {
+    krate::sample::record::sample::MemTlb { na, hit, miss, l1, l2, walker, fault }
+}
 
 // literal sample::record::sample::Sample { record_id: sample::record::RecordId, stat: Option<count::Stat>, period: Option<u64>, cgroup: Option<u64>, call_chain: Option<Vec<sample::record::sample::CallChain>>, user_stack: Option<Vec<u8>>, data_addr: Option<u64>, data_phys_addr: Option<u64>, data_page_size: Option<u64>, data_source: Option<sample::record::sample::DataSource>, code_addr: Option<(u64, bool)>, code_page_size: Option<u64>, user_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, intr_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, raw: Option<Vec<u8>>, lbr: Option<sample::record::sample::Lbr>, aux: Option<Vec<u8>>, txn: Option<sample::record::sample::Txn>, weight: Option<sample::record::sample::Weight> }
 // DIFFERENCE: as CallChain: `call_chain` is `Option<Vec<u64>>`
@@ -11488,56 +11288,53 @@ fn _match_1868(x: krate::sample::record::sample::Abi) {
 }
 
 // match sample::record::sample::BranchPriv (exhaustive)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _match_1869(x: krate::sample::record::sample::BranchPriv) {
-//     match x {
-//         krate::sample::record::sample::BranchPriv::Unknown => {}
-//         krate::sample::record::sample::BranchPriv::User => {}
-//         krate::sample::record::sample::BranchPriv::Kernel => {}
-//         krate::sample::record::sample::BranchPriv::Hv => {}
-//     }
-// }
+fn _match_1869(x: krate::sample::record::sample::BranchPriv) {
+    match x {
+        krate::sample::record::sample::BranchPriv::Unknown => {}
+        krate::sample::record::sample::BranchPriv::User => {}
+        krate::sample::record::sample::BranchPriv::Kernel => {}
+        krate::sample::record::sample::BranchPriv::Hv => {}
+    }
+}
 
 // match sample::record::sample::BranchSpec (exhaustive)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _match_1870(x: krate::sample::record::sample::BranchSpec) {
-//     match x {
-//         krate::sample::record::sample::BranchSpec::Na => {}
-//         krate::sample::record::sample::BranchSpec::Wrong => {}
-//         krate::sample::record::sample::BranchSpec::Correct => {}
-//         krate::sample::record::sample::BranchSpec::NoSpecCorrect => {}
-//     }
-// }
+fn _match_1870(x: krate::sample::record::sample::BranchSpec) {
+    match x {
+        krate::sample::record::sample::BranchSpec::Na => {}
+        krate::sample::record::sample::BranchSpec::Wrong => {}
+        krate::sample::record::sample::BranchSpec::Correct => {}
+        krate::sample::record::sample::BranchSpec::NoSpecCorrect => {}
+    }
+}
 
 // match sample::record::sample::BranchType (exhaustive)
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// fn _match_1871(x: krate::sample::record::sample::BranchType) {
-//     match x {
-//         krate::sample::record::sample::BranchType::Unknown => {}
-//         krate::sample::record::sample::BranchType::Cond => {}
-//         krate::sample::record::sample::BranchType::Uncond => {}
-//         krate::sample::record::sample::BranchType::Ind => {}
-//         krate::sample::record::sample::BranchType::Call => {}
-//         krate::sample::record::sample::BranchType::IndCall => {}
-//         krate::sample::record::sample::BranchType::Ret => {}
-//         krate::sample::record::sample::BranchType::Syscall => {}
-//         krate::sample::record::sample::BranchType::Sysret => {}
-//         krate::sample::record::sample::BranchType::CondCall => {}
-//         krate::sample::record::sample::BranchType::CondRet => {}
-//         krate::sample::record::sample::BranchType::Eret => {}
-//         krate::sample::record::sample::BranchType::Irq => {}
-//         krate::sample::record::sample::BranchType::SysErr => {}
-//         krate::sample::record::sample::BranchType::NoTx => {}
-//         krate::sample::record::sample::BranchType::DataFault => {}
-//         krate::sample::record::sample::BranchType::AlignFault => {}
-//         krate::sample::record::sample::BranchType::InstrFault => {}
-//         krate::sample::record::sample::BranchType::Arch1 => {}
-//         krate::sample::record::sample::BranchType::Arch2 => {}
-//         krate::sample::record::sample::BranchType::Arch3 => {}
-//         krate::sample::record::sample::BranchType::Arch4 => {}
-//         krate::sample::record::sample::BranchType::Arch5 => {}
-//     }
-// }
+fn _match_1871(x: krate::sample::record::sample::BranchType) {
+    match x {
+        krate::sample::record::sample::BranchType::Unknown => {}
+        krate::sample::record::sample::BranchType::Cond => {}
+        krate::sample::record::sample::BranchType::Uncond => {}
+        krate::sample::record::sample::BranchType::Ind => {}
+        krate::sample::record::sample::BranchType::Call => {}
+        krate::sample::record::sample::BranchType::IndCall => {}
+        krate::sample::record::sample::BranchType::Ret => {}
+        krate::sample::record::sample::BranchType::Syscall => {}
+        krate::sample::record::sample::BranchType::Sysret => {}
+        krate::sample::record::sample::BranchType::CondCall => {}
+        krate::sample::record::sample::BranchType::CondRet => {}
+        krate::sample::record::sample::BranchType::Eret => {}
+        krate::sample::record::sample::BranchType::Irq => {}
+        krate::sample::record::sample::BranchType::SysErr => {}
+        krate::sample::record::sample::BranchType::NoTx => {}
+        krate::sample::record::sample::BranchType::DataFault => {}
+        krate::sample::record::sample::BranchType::AlignFault => {}
+        krate::sample::record::sample::BranchType::InstrFault => {}
+        krate::sample::record::sample::BranchType::Arch1 => {}
+        krate::sample::record::sample::BranchType::Arch2 => {}
+        krate::sample::record::sample::BranchType::Arch3 => {}
+        krate::sample::record::sample::BranchType::Arch4 => {}
+        krate::sample::record::sample::BranchType::Arch5 => {}
+    }
+}
 
 // match sample::record::sample::CallChain (exhaustive)
 fn _match_1872(x: krate::sample::record::sample::CallChain) {
@@ -11554,19 +11351,18 @@ fn _match_1872(x: krate::sample::record::sample::CallChain) {
 }
 
 // match sample::record::sample::MemHop (exhaustive)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// fn _match_1873(x: krate::sample::record::sample::MemHop) {
-//     match x {
-//         krate::sample::record::sample::MemHop::Core => {}
-//         krate::sample::record::sample::MemHop::Node => {}
-//         krate::sample::record::sample::MemHop::Socket => {}
-//         krate::sample::record::sample::MemHop::Board => {}
-//         krate::sample::record::sample::MemHop::Unknown => {}
-//     }
-// }
+fn _match_1873(x: krate::sample::record::sample::MemHop) {
+    match x {
+        krate::sample::record::sample::MemHop::Core => {}
+        krate::sample::record::sample::MemHop::Node => {}
+        krate::sample::record::sample::MemHop::Socket => {}
+        krate::sample::record::sample::MemHop::Board => {}
+        krate::sample::record::sample::MemHop::Unknown => {}
+    }
+}
 
 // match sample::record::sample::MemLevel2 (exhaustive)
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
+// DIFFERENCE: `MemLevel2::L0` (`PERF_MEM_LVLNUM_L0`, in the UAPI headers after Linux 6.12) is a variant of its own (0.5.1 read it as `Unknown`): an exhaustive match needs its arm
 // fn _match_1874(x: krate::sample::record::sample::MemLevel2) {
 //     match x {
 //         krate::sample::record::sample::MemLevel2::L1 => {}
@@ -12091,40 +11887,34 @@ use krate::sample::record::sample::Lbr as _;
 fn _type_1980(_: ::core::marker::PhantomData<krate::sample::record::sample::Lbr>) {}
 
 // struct sample::record::sample::MemBlock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemBlock as _;
-// fn _type_1981(_: ::core::marker::PhantomData<krate::sample::record::sample::MemBlock>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemBlock as _;
+fn _type_1981(_: ::core::marker::PhantomData<krate::sample::record::sample::MemBlock>) {}
 
 // struct sample::record::sample::MemLevel
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemLevel as _;
-// fn _type_1982(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLevel>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemLevel as _;
+fn _type_1982(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLevel>) {}
 
 // struct sample::record::sample::MemLock
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemLock as _;
-// fn _type_1983(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLock>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemLock as _;
+fn _type_1983(_: ::core::marker::PhantomData<krate::sample::record::sample::MemLock>) {}
 
 // struct sample::record::sample::MemOp
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemOp as _;
-// fn _type_1984(_: ::core::marker::PhantomData<krate::sample::record::sample::MemOp>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemOp as _;
+fn _type_1984(_: ::core::marker::PhantomData<krate::sample::record::sample::MemOp>) {}
 
 // struct sample::record::sample::MemSnoop
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemSnoop as _;
-// fn _type_1985(_: ::core::marker::PhantomData<krate::sample::record::sample::MemSnoop>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemSnoop as _;
+fn _type_1985(_: ::core::marker::PhantomData<krate::sample::record::sample::MemSnoop>) {}
 
 // struct sample::record::sample::MemTlb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unused_imports)]
-// use krate::sample::record::sample::MemTlb as _;
-// fn _type_1986(_: ::core::marker::PhantomData<krate::sample::record::sample::MemTlb>) {}
+#[allow(unused_imports)]
+use krate::sample::record::sample::MemTlb as _;
+fn _type_1986(_: ::core::marker::PhantomData<krate::sample::record::sample::MemTlb>) {}
 
 // struct sample::record::sample::Sample
 #[allow(unused_imports)]
@@ -13414,314 +13204,283 @@ fn _variant_2127(x: krate::sample::record::sample::Abi) -> ::core::option::Optio
 }
 
 // variant sample::record::sample::BranchPriv::Hv
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2128(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
-//     match x {
-//         krate::sample::record::sample::BranchPriv::Hv => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Hv),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2128(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
+    match x {
+        krate::sample::record::sample::BranchPriv::Hv => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Hv),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchPriv::Kernel
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2129(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
-//     match x {
-//         krate::sample::record::sample::BranchPriv::Kernel => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Kernel),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2129(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
+    match x {
+        krate::sample::record::sample::BranchPriv::Kernel => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Kernel),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchPriv::Unknown
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2130(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
-//     match x {
-//         krate::sample::record::sample::BranchPriv::Unknown => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Unknown),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2130(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
+    match x {
+        krate::sample::record::sample::BranchPriv::Unknown => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::Unknown),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchPriv::User
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2131(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
-//     match x {
-//         krate::sample::record::sample::BranchPriv::User => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::User),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2131(x: krate::sample::record::sample::BranchPriv) -> ::core::option::Option<krate::sample::record::sample::BranchPriv> {
+    match x {
+        krate::sample::record::sample::BranchPriv::User => ::core::option::Option::Some(krate::sample::record::sample::BranchPriv::User),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchSpec::Correct
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2132(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
-//     match x {
-//         krate::sample::record::sample::BranchSpec::Correct => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Correct),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2132(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
+    match x {
+        krate::sample::record::sample::BranchSpec::Correct => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Correct),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchSpec::Na
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2133(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
-//     match x {
-//         krate::sample::record::sample::BranchSpec::Na => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Na),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2133(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
+    match x {
+        krate::sample::record::sample::BranchSpec::Na => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Na),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchSpec::NoSpecCorrect
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2134(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
-//     match x {
-//         krate::sample::record::sample::BranchSpec::NoSpecCorrect => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::NoSpecCorrect),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2134(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
+    match x {
+        krate::sample::record::sample::BranchSpec::NoSpecCorrect => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::NoSpecCorrect),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchSpec::Wrong
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2135(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
-//     match x {
-//         krate::sample::record::sample::BranchSpec::Wrong => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Wrong),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2135(x: krate::sample::record::sample::BranchSpec) -> ::core::option::Option<krate::sample::record::sample::BranchSpec> {
+    match x {
+        krate::sample::record::sample::BranchSpec::Wrong => ::core::option::Option::Some(krate::sample::record::sample::BranchSpec::Wrong),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::AlignFault
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2136(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::AlignFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::AlignFault),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2136(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::AlignFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::AlignFault),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Arch1
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2137(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Arch1 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch1),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2137(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Arch1 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch1),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Arch2
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2138(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Arch2 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch2),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2138(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Arch2 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch2),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Arch3
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2139(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Arch3 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch3),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2139(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Arch3 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch3),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Arch4
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2140(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Arch4 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch4),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2140(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Arch4 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch4),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Arch5
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2141(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Arch5 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch5),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2141(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Arch5 => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Arch5),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Call
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2142(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Call => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Call),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2142(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Call => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Call),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Cond
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2143(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Cond => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Cond),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2143(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Cond => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Cond),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::CondCall
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2144(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::CondCall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::CondCall),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2144(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::CondCall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::CondCall),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::CondRet
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2145(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::CondRet => ::core::option::Option::Some(krate::sample::record::sample::BranchType::CondRet),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2145(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::CondRet => ::core::option::Option::Some(krate::sample::record::sample::BranchType::CondRet),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::DataFault
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2146(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::DataFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::DataFault),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2146(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::DataFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::DataFault),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Eret
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2147(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Eret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Eret),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2147(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Eret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Eret),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Ind
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2148(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Ind => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Ind),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2148(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Ind => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Ind),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::IndCall
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2149(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::IndCall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::IndCall),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2149(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::IndCall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::IndCall),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::InstrFault
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2150(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::InstrFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::InstrFault),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2150(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::InstrFault => ::core::option::Option::Some(krate::sample::record::sample::BranchType::InstrFault),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Irq
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2151(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Irq => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Irq),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2151(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Irq => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Irq),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::NoTx
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2152(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::NoTx => ::core::option::Option::Some(krate::sample::record::sample::BranchType::NoTx),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2152(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::NoTx => ::core::option::Option::Some(krate::sample::record::sample::BranchType::NoTx),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Ret
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2153(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Ret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Ret),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2153(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Ret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Ret),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::SysErr
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2154(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::SysErr => ::core::option::Option::Some(krate::sample::record::sample::BranchType::SysErr),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2154(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::SysErr => ::core::option::Option::Some(krate::sample::record::sample::BranchType::SysErr),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Syscall
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2155(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Syscall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Syscall),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2155(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Syscall => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Syscall),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Sysret
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2156(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Sysret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Sysret),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2156(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Sysret => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Sysret),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Uncond
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2157(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Uncond => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Uncond),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2157(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Uncond => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Uncond),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::BranchType::Unknown
-// DIFFERENCE: branch entries keep the kernel's raw `type`, `spec` and `priv` bits (u8) as `Entry` fields; 0.5.1's BranchType/BranchSpec/BranchPriv enums are not provided
-// #[allow(unreachable_patterns)]
-// fn _variant_2158(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
-//     match x {
-//         krate::sample::record::sample::BranchType::Unknown => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Unknown),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2158(x: krate::sample::record::sample::BranchType) -> ::core::option::Option<krate::sample::record::sample::BranchType> {
+    match x {
+        krate::sample::record::sample::BranchType::Unknown => ::core::option::Option::Some(krate::sample::record::sample::BranchType::Unknown),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::CallChain::Guest(Vec<u64>)
 #[allow(unreachable_patterns)]
@@ -13820,204 +13579,184 @@ fn _variant_new_2166(cookie: u64) -> krate::sample::record::sample::CallChain {
 }
 
 // variant sample::record::sample::MemHop::Board
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2167(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
-//     match x {
-//         krate::sample::record::sample::MemHop::Board => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Board),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2167(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
+    match x {
+        krate::sample::record::sample::MemHop::Board => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Board),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemHop::Core
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2168(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
-//     match x {
-//         krate::sample::record::sample::MemHop::Core => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Core),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2168(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
+    match x {
+        krate::sample::record::sample::MemHop::Core => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Core),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemHop::Node
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2169(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
-//     match x {
-//         krate::sample::record::sample::MemHop::Node => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Node),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2169(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
+    match x {
+        krate::sample::record::sample::MemHop::Node => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Node),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemHop::Socket
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2170(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
-//     match x {
-//         krate::sample::record::sample::MemHop::Socket => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Socket),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2170(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
+    match x {
+        krate::sample::record::sample::MemHop::Socket => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Socket),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemHop::Unknown
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2171(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
-//     match x {
-//         krate::sample::record::sample::MemHop::Unknown => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Unknown),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2171(x: krate::sample::record::sample::MemHop) -> ::core::option::Option<krate::sample::record::sample::MemHop> {
+    match x {
+        krate::sample::record::sample::MemHop::Unknown => ::core::option::Option::Some(krate::sample::record::sample::MemHop::Unknown),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::AnyCache
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2172(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::AnyCache => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::AnyCache),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2172(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::AnyCache => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::AnyCache),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Cxl
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2173(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Cxl => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Cxl),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2173(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Cxl => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Cxl),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Io
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2174(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Io => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Io),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2174(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Io => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Io),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::L1
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2175(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::L1 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L1),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2175(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::L1 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L1),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::L2
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2176(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::L2 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L2),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2176(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::L2 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L2),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::L2Mhb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2177(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::L2Mhb => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L2Mhb),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2177(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::L2Mhb => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L2Mhb),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::L3
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2178(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::L3 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L3),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2178(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::L3 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L3),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::L4
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2179(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::L4 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L4),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2179(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::L4 => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::L4),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Lfb
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2180(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Lfb => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Lfb),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2180(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Lfb => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Lfb),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Msc
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2181(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Msc => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Msc),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2181(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Msc => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Msc),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Na
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2182(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Na => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Na),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2182(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Na => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Na),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Pmem
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2183(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Pmem => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Pmem),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2183(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Pmem => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Pmem),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Ram
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2184(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Ram => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Ram),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2184(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Ram => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Ram),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Unc
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2185(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Unc => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Unc),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2185(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Unc => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Unc),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::MemLevel2::Unknown
-// DIFFERENCE: `DataSource` is the kernel's `perf_mem_data_src` (a u64, `DataSource(pub u64)`) with one accessor per field (`op()`, `lvl()`, `snoop()`, ...), not 0.5.1's decoded Mem* types: bits a newer kernel adds are never lost
-// #[allow(unreachable_patterns)]
-// fn _variant_2186(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
-//     match x {
-//         krate::sample::record::sample::MemLevel2::Unknown => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Unknown),
-//         _ => ::core::option::Option::None,
-//     }
-// }
+#[allow(unreachable_patterns)]
+fn _variant_2186(x: krate::sample::record::sample::MemLevel2) -> ::core::option::Option<krate::sample::record::sample::MemLevel2> {
+    match x {
+        krate::sample::record::sample::MemLevel2::Unknown => ::core::option::Option::Some(krate::sample::record::sample::MemLevel2::Unknown),
+        _ => ::core::option::Option::None,
+    }
+}
 
 // variant sample::record::sample::Weight::Full(u64)
 #[allow(unreachable_patterns)]

@@ -67,7 +67,10 @@ pub mod read {
 
 /// `PERF_RECORD_SAMPLE` and the types of its fields.
 pub mod sample {
-    pub use super::super::{Abi, CallChain, DataSource, Entry, Lbr, Sample, Txn, Weight};
+    pub use super::super::{
+        Abi, BranchPriv, BranchSpec, BranchType, CallChain, DataSource, Entry, Lbr, MemBlock,
+        MemHop, MemLevel, MemLevel2, MemLock, MemOp, MemSnoop, MemTlb, Sample, Txn, Weight,
+    };
 }
 
 /// `PERF_RECORD_EXIT` and `PERF_RECORD_FORK`.

@@ -10,6 +10,7 @@ use perf_core::record::{self as core, CpuMode, ReadValues, Regs, SampleView};
 use perf_core::{Chunk, ParseConfig, RawRecord};
 use perf_sys::*;
 
+use super::decoded::*;
 use super::types::*;
 use crate::count::{SiblingStat, Stat};
 use crate::sample::CowChunk;
@@ -243,7 +244,7 @@ fn rare_fields(v: &SampleView<'_>, cfg: &ParseConfig, s: &mut Sample) {
     });
     s.data_phys_addr = v.phys_addr();
     s.data_page_size = v.data_page_size();
-    s.data_source = v.data_src().map(DataSource);
+    s.data_source = v.data_src().map(DataSource::from_bits);
     s.code_page_size = v.code_page_size();
     s.user_regs = v.regs_user().as_ref().and_then(regs);
     s.intr_regs = v.regs_intr().as_ref().and_then(regs);
@@ -278,9 +279,9 @@ fn lbr(b: &core::BranchStack<'_>) -> Lbr {
                 in_tx: e.flags.in_tx(),
                 abort: e.flags.abort(),
                 cycles: e.flags.cycles(),
-                branch_type: e.flags.branch_type(),
-                branch_spec: e.flags.spec(),
-                branch_priv: e.flags.privilege(),
+                branch_type: BranchType::from_bits(e.flags.branch_type(), e.flags.new_type()),
+                branch_spec: BranchSpec::from_bits(e.flags.spec()),
+                branch_priv: BranchPriv::from_bits(e.flags.privilege()),
                 counter: counters.and_then(|c| c.get(i)),
             })
             .collect(),

@@ -7,11 +7,13 @@
 mod compat;
 mod contexts;
 mod convert;
+mod decoded;
 mod types;
 
 pub use super::iter::RawRecord;
 pub use contexts::CallChain;
 pub use convert::Parser;
+pub use decoded::*;
 pub use types::*;
 // perf-event-open 0.5's module per record kind.
 pub use compat::{

@@ -3,6 +3,7 @@
 use std::ffi::CString;
 
 use super::debug;
+use super::decoded::*;
 use crate::count::Stat;
 
 /// Where the CPU was when the record was made: the header's `misc & PERF_RECORD_MISC_CPUMODE_MASK`.
@@ -114,59 +115,6 @@ pub struct Txn {
     pub code: u32,
 }
 
-/// Where a memory access was served (`PERF_SAMPLE_DATA_SRC`, `union perf_mem_data_src`), kept as the
-/// kernel's bits with accessors for its fields.
-#[doc(alias = "perf_mem_data_src")]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct DataSource(pub u64);
-
-impl DataSource {
-    const fn bits(self, shift: u32, width: u32) -> u64 {
-        (self.0 >> shift) & ((1 << width) - 1)
-    }
-    /// `mem_op`: `PERF_MEM_OP_*` bits (load, store, prefetch, exec).
-    pub const fn op(self) -> u64 {
-        self.bits(0, 5)
-    }
-    /// `mem_lvl`: `PERF_MEM_LVL_*` bits.
-    pub const fn level(self) -> u64 {
-        self.bits(5, 14)
-    }
-    /// `mem_snoop`: `PERF_MEM_SNOOP_*` bits.
-    pub const fn snoop(self) -> u64 {
-        self.bits(19, 5)
-    }
-    /// `mem_lock`: `PERF_MEM_LOCK_*` bits.
-    pub const fn lock(self) -> u64 {
-        self.bits(24, 2)
-    }
-    /// `mem_dtlb`: `PERF_MEM_TLB_*` bits.
-    pub const fn tlb(self) -> u64 {
-        self.bits(26, 7)
-    }
-    /// `mem_lvl_num`: a `PERF_MEM_LVLNUM_*` value.
-    pub const fn level2(self) -> u64 {
-        self.bits(33, 4)
-    }
-    /// `mem_remote`: served by a remote node.
-    pub const fn remote(self) -> bool {
-        self.bits(37, 1) != 0
-    }
-    /// `mem_snoopx`: `PERF_MEM_SNOOPX_*` bits.
-    pub const fn snoopx(self) -> u64 {
-        self.bits(38, 2)
-    }
-    /// `mem_blk`: `PERF_MEM_BLK_*` bits. Since Linux 5.12.
-    pub const fn block(self) -> u64 {
-        self.bits(40, 3)
-    }
-    /// `mem_hops`: a `PERF_MEM_HOPS_*` value. Since Linux 5.16.
-    pub const fn hops(self) -> u64 {
-        self.bits(43, 3)
-    }
-}
-
 /// A branch stack (`PERF_SAMPLE_BRANCH_STACK`): the last branches taken, newest first.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -196,12 +144,14 @@ pub struct Entry {
     pub abort: bool,
     /// Cycles since the previous branch (0 when not supported).
     pub cycles: u16,
-    /// `PERF_BR_*` type (with `PERF_BR_EXTEND_ABI`, see the kernel's `new_type`).
-    pub branch_type: u8,
-    /// `PERF_BR_SPEC_*` speculation state. Since Linux 6.1.
-    pub branch_spec: u8,
-    /// `PERF_BR_PRIV_*` privilege level. Since Linux 6.1.
-    pub branch_priv: u8,
+    /// The branch's type (`type`, and `new_type` under `PERF_BR_EXTEND_ABI`), when the branch
+    /// filter saves it (`PERF_SAMPLE_BRANCH_TYPE_SAVE`). Since Linux 4.14.
+    pub branch_type: BranchType,
+    /// Whether it was speculative (`spec`). Since Linux 6.1.
+    pub branch_spec: BranchSpec,
+    /// The privilege level of its target (`priv`), when the branch filter saves it
+    /// (`PERF_SAMPLE_BRANCH_PRIV_SAVE`). Since Linux 6.1.
+    pub branch_priv: BranchPriv,
     /// The branch counters (`PERF_SAMPLE_BRANCH_COUNTERS`). Since Linux 6.8.
     pub counter: Option<u64>,
 }
@@ -302,6 +252,8 @@ pub enum Info {
         inode_gen: u64,
     },
     /// The ELF build id (`PERF_RECORD_MISC_MMAP_BUILD_ID`, `use_build_id`). Since Linux 5.12.
+    /// Only a counter that asked (`extra_record.mmap.ext = Some(UseBuildId(true))`) reads one:
+    /// kernels leave the misc bit on the device-and-inode records of other counters.
     BuildId(Vec<u8>),
 }
 
