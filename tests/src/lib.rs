@@ -96,6 +96,25 @@ macro_rules! require {
     };
 }
 
+/// Whether this process may sample its own threads: as root, or at `perf_event_paranoid` 2 or lower
+/// (user space only at 2).
+pub fn may_sample_self() -> bool {
+    is_root() || paranoid() <= 2
+}
+
+/// Returns early from the calling test with a [`Skip::Privilege`] skip unless [`may_sample_self`].
+#[macro_export]
+macro_rules! require_self_sampling {
+    () => {
+        $crate::require!(
+            $crate::may_sample_self(),
+            $crate::Skip::Privilege,
+            "perf_event_paranoid {} > 2",
+            $crate::paranoid()
+        );
+    };
+}
+
 /// Resolves tracepoint `name` (`system:event`) through perf-event, which finds tracefs or, as root,
 /// mounts it. `Err` says why it cannot, as a skip: [`Skip::Privilege`] when tracefs cannot be had
 /// (not mounted and this process may not mount it, or root-only), [`Skip::Environment`] when this

@@ -10,20 +10,11 @@ use perf_event::count::{Counter, CounterGroup};
 use perf_event::event::sw::Software;
 use perf_event::perf_sys::PERF_FORMAT_LOST;
 use perf_event::sample::record::Record;
-use tests::{is_root, paranoid, require, Skip};
-
-fn may_sample_self() -> bool {
-    is_root() || paranoid() <= 2
-}
+use tests::{require, Skip};
 
 #[test]
 fn the_default_call_chain_records_user_frames() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.exclude.kernel = true;
     opts.sample_on = SampleOn::Count(100_000);
@@ -100,12 +91,7 @@ fn sampling() -> Opts {
 
 #[test]
 fn a_sampling_counter_reads_the_kernels_lost_count_by_default() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let me = (Proc::CURRENT, Cpu::ALL);
     let counter = Counter::new(Software::PageFault, me, sampling()).unwrap();
     if !kernel_has_format_lost() {
@@ -154,12 +140,7 @@ fn a_sampling_counter_reads_the_kernels_lost_count_by_default() {
 /// counts what it dropped, and `Sampler::lost` reports that count without the user asking for it.
 #[test]
 fn a_tiny_ring_reports_the_kernels_lost_count() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     require!(
         kernel_has_format_lost(),
         Skip::Environment,
@@ -200,12 +181,7 @@ fn a_tiny_ring_reports_the_kernels_lost_count() {
 /// count of lost records, as for a single counter.
 #[test]
 fn a_group_leaders_sampler_reads_the_group_and_its_lost_count() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let me = (Proc::CURRENT, Cpu::ALL);
     let mut group = CounterGroup::new(Software::PageFault, me, sampling()).unwrap();
     let mut member = sibling::Opts {
@@ -244,12 +220,7 @@ fn a_group_leaders_sampler_reads_the_group_and_its_lost_count() {
 /// the counter was opened with, reads it.
 #[test]
 fn samples_with_read_values_parse_with_the_lost_count() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     require!(
         kernel_has_format_lost(),
         Skip::Environment,

@@ -19,11 +19,6 @@ use tests::{paranoid, Skip};
 /// Forks this many times per test, a little later into the hammer's loop each time.
 const FORKS: u32 = 25;
 
-/// Whether this process may sample its own threads (user space only at paranoid 2).
-fn may_sample() -> bool {
-    paranoid() <= 2 || tests::is_root()
-}
-
 /// How long a child may take: one second, or ten on an emulated CPU (the kernel matrix's TCG guests,
 /// where everything runs many times slower).
 fn child_limit() -> u32 {
@@ -37,7 +32,7 @@ fn child_limit() -> u32 {
 /// Whether to run the test's body here: `false` in libtest's process (after a skip, or after running
 /// the test again in a process of its own, which forks).
 fn run_here(test: &str, flag: &str) -> bool {
-    if !may_sample() {
+    if !tests::may_sample_self() {
         tests::skip(
             Skip::Privilege,
             &format!("perf_event_paranoid {} > 2", paranoid()),

@@ -10,20 +10,11 @@ use perf_event::count::Counter;
 use perf_event::event::sw::Software;
 use perf_event::sample::record::{Info, Record, Switch};
 use perf_event::Error;
-use tests::{is_root, page_size, paranoid, require, Skip};
-
-fn may_sample_self() -> bool {
-    is_root() || paranoid() <= 2
-}
+use tests::{is_root, page_size, require, Skip};
 
 #[test]
 fn page_faults_one_sample_per_page_with_address() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.exclude.kernel = true;
     opts.sample_on = SampleOn::Count(1);
@@ -64,12 +55,7 @@ fn page_faults_one_sample_per_page_with_address() {
 #[test]
 fn software_samples_decode_their_data_source_as_not_available() {
     use perf_event::sample::record::{DataSource, MemHop, MemLevel2};
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.sample_on = SampleOn::Count(100_000); // every 100 us of task clock
     opts.sample_format.data_source = true;
@@ -123,12 +109,7 @@ fn marker_function(counter: &Counter) {
 
 #[test]
 fn callchain_user_stack_and_regs() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.exclude.kernel = true;
     opts.sample_on = SampleOn::Count(200_000);
@@ -333,12 +314,7 @@ fn tiny_ring_reports_lost_records() {
 
 #[test]
 fn second_sampler_is_refused_and_allowed_after_drop() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.sample_on = SampleOn::Count(1);
     let counter = Counter::new(Software::Dummy, (Proc::CURRENT, Cpu::ALL), opts).unwrap();
@@ -439,12 +415,7 @@ fn sampler_and_iterators_are_send() {
 /// Dropping an owned iterator after one record gives nothing away: the next iterator sees the rest.
 #[test]
 fn dropping_an_iterator_loses_no_records() {
-    require!(
-        may_sample_self(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut opts = Opts::default();
     opts.exclude.kernel = true;
     opts.sample_on = SampleOn::Count(1);

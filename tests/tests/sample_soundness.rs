@@ -16,12 +16,6 @@ use perf_event::count::Counter;
 use perf_event::event::sw::Software;
 use perf_event::sample::record::{Record, Task};
 use perf_event::Error;
-use tests::{paranoid, require, Skip};
-
-/// Whether this process may sample its own threads (user space only at paranoid 2).
-fn may_sample() -> bool {
-    paranoid() <= 2 || tests::is_root()
-}
 
 /// Runs `f` on a thread and fails if it does not return within `limit`: a hang becomes a failure.
 fn within<T: Send + 'static>(
@@ -154,12 +148,7 @@ fn check_sample(r: &Record, task: Task) -> Result<Option<(u64, u64)>, String> {
 
 #[test]
 fn a_second_consumer_of_a_sampled_counter_is_refused() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let counter =
         Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), fault_opts()).unwrap();
     let sampler = counter.sampler(2).unwrap();
@@ -180,12 +169,7 @@ fn a_second_consumer_of_a_sampled_counter_is_refused() {
 
 #[test]
 fn forward_reads_of_an_overwrite_ring_end_with_one_error() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: Iter::next, next_timeout, the merged per-CPU round and the async Stream spun forever.
     within(
         Duration::from_secs(20),
@@ -242,12 +226,7 @@ fn forward_reads_of_an_overwrite_ring_end_with_one_error() {
 
 #[test]
 fn sampler_methods_inside_a_cow_closure_return_instead_of_blocking() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: calling a sampler method inside a CowIter closure deadlocked on the ring lock.
     within(
         Duration::from_secs(20),
@@ -307,12 +286,7 @@ fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn every_waiter_of_one_sampler_is_woken() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: perf_poll hands EPOLLIN to one registration per wakeup: with two async iterators (or one
     // and next_timeout) on a sampler, 50 wakeups woke task A 0 times.
     let mut producer = Producer::spawn(2000);
@@ -366,12 +340,7 @@ fn every_waiter_of_one_sampler_is_woken() {
 
 #[test]
 fn a_fork_child_gets_a_reactor_of_its_own() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: after fork() the reactor existed in the child without its thread, sharing the parent's
     // epoll set: the child was never woken. Forking is only safe without other test threads around.
     if !tests::in_own_process(
@@ -410,12 +379,7 @@ fn a_fork_child_gets_a_reactor_of_its_own() {
 
 #[test]
 fn a_failed_reactor_start_is_not_remembered() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: a transient EMFILE on the reactor's first start was kept in a LazyLock forever. This needs
     // a process whose reactor never started.
     if !tests::in_own_process(
@@ -462,12 +426,7 @@ fn a_failed_reactor_start_is_not_remembered() {
 
 #[test]
 fn rings_that_can_never_work_are_refused_with_the_reason() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     // Issue: a user stack of 65528 bytes on a 16 KiB ring gave 0 records and 0 lost.
     let mut opts = fault_opts();
     opts.sample_format.user_stack = Some(Size(65528));
@@ -519,12 +478,7 @@ fn rings_that_can_never_work_are_refused_with_the_reason() {
 
 #[test]
 fn period_and_frequency_changes_say_what_the_kernel_refuses() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let mut o = fault_opts();
     o.sample_on = SampleOn::Freq(100);
     let c = Counter::new(Software::CpuClock, (Proc::CURRENT, Cpu::ALL), &o).unwrap();
@@ -596,12 +550,7 @@ impl Seen {
 
 #[test]
 fn every_reader_at_once_on_the_same_samplers() {
-    require!(
-        may_sample(),
-        Skip::Privilege,
-        "perf_event_paranoid {} > 2",
-        paranoid()
-    );
+    tests::require_self_sampling!();
     let secs: u64 = std::env::var("PERF_STRESS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
