@@ -79,17 +79,15 @@ fn only_events_that_ask_for_build_ids_read_them() {
     for _ in 0..5 {
         assert!(Command::new("true").status().unwrap().success());
     }
-    const MMAP_BUILD_ID: u16 = perf_sys::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
     let (mut asked, mut not_asked, mut leaked) = (0, 0, 0);
     for (build_id, counter, sampler) in &samplers {
         counter.disable().unwrap();
         let mut records = sampler.iter().into_cow();
         while let Some(raw) = records.lending_next() {
-            let bytes: &[u8] = raw.as_raw();
-            let misc = u16::from_ne_bytes([bytes[4], bytes[5]]);
+            let (header, _) = perf_core::RawRecord::from_chunk(raw.as_raw().as_chunk()).unwrap();
             let (_, r) = raw.parse();
             let Record::Mmap(m) = r else { continue };
-            if !build_id && m.ext.is_some() && misc & MMAP_BUILD_ID != 0 {
+            if !build_id && m.ext.is_some() && header.misc().mmap_build_id() {
                 leaked += 1; // the bit on a record with an inode
             }
             let Some(ext) = &m.ext else { continue };
