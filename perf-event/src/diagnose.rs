@@ -518,11 +518,25 @@ fn invalid_option_detail(a: &sys::perf_event_attr, errno: i32) -> Option<String>
         ));
     }
     if a.type_ == sys::PERF_TYPE_TRACEPOINT {
-        return Some(format!(
-            "no tracepoint has id {} (ids are in tracefs, events/<system>/<name>/id; \
-             Tracepoint::by_name looks them up)",
-            a.config
-        ));
+        // The kernel says EINVAL for an unknown id and for many other refusals alike: blame the id only
+        // when tracefs confirms that no tracepoint has it.
+        return Some(match crate::event::tp::name_of_id(a.config) {
+            Some(None) => format!(
+                "no tracepoint has id {} (ids are in tracefs, events/<system>/<name>/id; \
+                 Tracepoint::by_name looks them up)",
+                a.config
+            ),
+            Some(Some(name)) => format!(
+                "tracepoint {name} (id {}) exists; the kernel refused this combination of options \
+                 with it",
+                a.config
+            ),
+            None => format!(
+                "invalid argument: the kernel refused this combination of options, or tracepoint id \
+                 {} (tracefs could not be read to check that id)",
+                a.config
+            ),
+        });
     }
     None
 }

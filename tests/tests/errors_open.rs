@@ -410,3 +410,43 @@ fn the_limits_checked_before_the_open_are_the_kernels() {
         "{e}"
     );
 }
+
+#[test]
+fn an_invalid_tracepoint_open_blames_the_id_only_when_tracefs_lacks_it() {
+    // Issue 37, item 6: any EINVAL on a tracepoint open was reported as "no tracepoint has id N", also
+    // for an id that exists and an option the kernel refused (`user_regs = Some(RegsMask(0))` on
+    // syscalls:sys_enter_getppid, which opens without it).
+    let tp = tests::require_tracepoint!("syscalls:sys_enter_getppid");
+    let mut opts = Opts::default();
+    Counter::new(tp.clone(), ME, &opts).unwrap();
+    opts.sample_format.user_regs = Some(perf_event::config::RegsMask(0));
+    let err = match Counter::new(tp.clone(), ME, &opts) {
+        Ok(_) => {
+            tests::skip(
+                Skip::Environment,
+                "this kernel accepts an empty user_regs mask",
+            );
+            return;
+        }
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    println!("{msg}");
+    assert!(!msg.contains("no tracepoint has id"), "{msg}");
+    assert!(
+        msg.contains(&tp.id.to_string()) || msg.contains("sys_enter_getppid"),
+        "{msg}"
+    );
+    // An id tracefs does not have is still named as such.
+    let missing = perf_event::event::tp::Tracepoint {
+        id: u64::from(u32::MAX) - 7,
+    };
+    let msg = Counter::new(missing, ME, Opts::default())
+        .unwrap_err()
+        .to_string();
+    println!("{msg}");
+    assert!(
+        msg.contains(&format!("no tracepoint has id {}", u64::from(u32::MAX) - 7)),
+        "{msg}"
+    );
+}

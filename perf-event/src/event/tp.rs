@@ -231,6 +231,33 @@ fn mounted() -> Option<PathBuf> {
         .find(has_events)
 }
 
+/// What the mounted tracefs says of tracepoint `id` (nothing is mounted): `Some(Some("system:name"))`
+/// when a tracepoint has it, `Some(None)` when none of those readable has it, `None` when tracefs is not
+/// mounted or no id in it could be read. For error messages, which must not guess.
+pub(crate) fn name_of_id(id: u64) -> Option<Option<String>> {
+    let events = mounted()?.join("events");
+    let mut read_any = false;
+    for system in fs::read_dir(&events).ok()?.flatten() {
+        let Ok(names) = fs::read_dir(system.path()) else {
+            continue;
+        };
+        for name in names.flatten() {
+            let Ok(text) = fs::read_to_string(name.path().join("id")) else {
+                continue;
+            };
+            read_any = true;
+            if text.trim().parse::<u64>() == Ok(id) {
+                return Some(Some(format!(
+                    "{}:{}",
+                    system.file_name().to_string_lossy(),
+                    name.file_name().to_string_lossy()
+                )));
+            }
+        }
+    }
+    read_any.then_some(None)
+}
+
 /// The tracefs and the debugfs mount points listed in `/proc/self/mounts` text, in its order.
 fn mount_points(mounts: &str) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (mut tracefs, mut debugfs) = (Vec::new(), Vec::new());
