@@ -259,3 +259,89 @@ fn a_fork_while_a_thread_reads_or_pauses_a_sampler_leaves_no_lock_held() {
     );
     counter.disable().unwrap();
 }
+
+/// A counter of this thread's page faults with an overwrite ring (`write_backward`).
+fn overwrite_fault_counter() -> Counter {
+    let mut opts = sampling();
+    opts.write_backward = true;
+    Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), opts).unwrap()
+}
+
+fn is_forked_child(e: &Error) -> bool {
+    matches!(e, Error::Ring(e) if matches!(e.kind(), perf_core::ErrorKind::ForkedChild { .. }))
+}
+
+#[test]
+fn a_fork_childs_newest_leaves_the_parents_paused_ring_paused() {
+    // Issue 37, item 5: a child's `newest()` paused and resumed output on the fd it shares with the
+    // parent (from its copy of the pause state) before it noticed it was a child: the parent's paused
+    // overwrite ring received 20 records.
+    if !run_here(
+        "a_fork_childs_newest_leaves_the_parents_paused_ring_paused",
+        "PERF_TEST_FORK_NEWEST_PAUSE",
+    ) {
+        return;
+    }
+    let counter = overwrite_fault_counter();
+    let sampler = counter.sampler(4).unwrap();
+    counter.enable().unwrap();
+    tests::touch_pages(5);
+    let before = sampler.newest(usize::MAX).unwrap().len();
+    assert!(before >= 5, "{before} records before the pause");
+    // Paused through the fd (as a user may, with the sampler's `AsFd`): the sampler's pause state,
+    // which the child copies, does not know it.
+    perf_sys::ioctl::pause_output(counter.fd(), true).unwrap();
+    let pid = tests::fork_child(child_limit(), || match sampler.newest(10) {
+        Err(e) if is_forked_child(&e) => match sampler.iter().try_next() {
+            Some(Err(e)) if is_forked_child(&e) => Ok(()),
+            other => Err(format!("a forward read in the child: {other:?}")),
+        },
+        other => Err(format!("newest in the child: {:?}", other.map(|v| v.len()))),
+    });
+    tests::wait_child(pid, true).unwrap().unwrap();
+    tests::touch_pages(100);
+    // A few faults may land between the last `newest` (which resumed the output) and the pause; the
+    // 100 pages touched after the child ran must not.
+    let after = sampler.newest(usize::MAX).unwrap().len();
+    assert!(
+        after < 50,
+        "the parent's paused ring received {after} records (100 pages touched while paused)"
+    );
+    perf_sys::ioctl::pause_output(counter.fd(), false).unwrap();
+    tests::touch_pages(5);
+    assert!(sampler.newest(usize::MAX).unwrap().len() >= 5);
+    counter.disable().unwrap();
+}
+
+#[test]
+fn a_fork_during_another_threads_newest_makes_the_childs_error_forked_child() {
+    // Issue 37, item 5: a fork that landed while another thread copied the overwrite ring (holding its
+    // lock) made the child's `newest()` say RingBusy instead of ForkedChild.
+    if !run_here(
+        "a_fork_during_another_threads_newest_makes_the_childs_error_forked_child",
+        "PERF_TEST_FORK_NEWEST_BUSY",
+    ) {
+        return;
+    }
+    let counter = overwrite_fault_counter();
+    let sampler = counter.sampler(4).unwrap();
+    counter.enable().unwrap();
+    forks_while(
+        || {
+            tests::touch_pages(2);
+            let _ = sampler.newest(100);
+        },
+        || {
+            for _ in 0..3 {
+                match sampler.newest(10) {
+                    Err(e) if is_forked_child(&e) => {}
+                    other => {
+                        return Err(format!("newest in the child: {:?}", other.map(|v| v.len())))
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    counter.disable().unwrap();
+}

@@ -772,3 +772,145 @@ fn stress(run: Duration) {
         "every counted fault is a sample or counted lost"
     );
 }
+
+/// A waker whose drop drops a reader: what an executor's task that owns its future does when that future
+/// holds an async iterator of the same sampler.
+struct DropsAReader(Mutex<Option<perf_event::sample::AsyncIter<'static>>>);
+
+impl Wake for DropsAReader {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for DropsAReader {
+    fn drop(&mut self) {
+        let reader = self.0.get_mut().map(Option::take);
+        drop(reader);
+    }
+}
+
+#[test]
+fn a_waker_may_drop_a_reader_of_the_same_sampler_when_a_reader_drops_it() {
+    // Issue 37, item 2: `Waiter::drop` dropped the stored waker while holding the sampler's waiter-slot
+    // lock (and `Waiter::take` dropped the one it replaced under it): a waker whose drop drops another
+    // async iterator of the same sampler took the same lock on the same thread and spun forever.
+    tests::require_self_sampling!();
+    let counter =
+        Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), fault_opts()).unwrap();
+    // A disabled counter: every poll is pending, so the waker stays stored.
+    let sampler: &'static perf_event::sample::Sampler =
+        Box::leak(Box::new(counter.sampler(2).unwrap()));
+    for replaced in [false, true] {
+        within(
+            Duration::from_secs(10),
+            if replaced {
+                "a poll that replaced a waker whose drop drops a reader"
+            } else {
+                "dropping a reader whose waker's drop drops a reader"
+            },
+            move || {
+                let mut a = sampler.iter().into_async().unwrap();
+                let b = sampler.iter().into_async().unwrap();
+                let waker = Waker::from(Arc::new(DropsAReader(Mutex::new(Some(b)))));
+                let polled = Pin::new(&mut a).poll_next(&mut Context::from_waker(&waker));
+                assert!(polled.is_pending(), "{polled:?}");
+                // The reader's slot holds the last reference.
+                drop(waker);
+                if replaced {
+                    let polled =
+                        Pin::new(&mut a).poll_next(&mut Context::from_waker(Waker::noop()));
+                    assert!(polled.is_pending(), "{polled:?}");
+                }
+                drop(a);
+            },
+        );
+    }
+}
+
+/// Page faults of the calling thread on every CPU, one sample each, with time (for the merge).
+fn per_cpu_faults() -> perf_event::sample::PerCpuSampler {
+    let mut opts = Opts::default();
+    opts.exclude.kernel = true;
+    opts.exclude.hv = true;
+    opts.sample_on = SampleOn::Count(1);
+    opts.record_id_format.time = true;
+    opts.stat_format.lost_records = true;
+    perf_event::sample::PerCpuSampler::new(Software::PageFault, Proc::CURRENT, &opts, 6).unwrap()
+}
+
+fn lost_total(set: &perf_event::sample::PerCpuSampler) -> u64 {
+    set.samplers().map(|(_, s)| s.lost().unwrap().total()).sum()
+}
+
+#[test]
+fn records_a_dropped_merged_iterator_had_read_are_read_by_the_next_one() {
+    // Issue 37, item 3: the first `next()` of a merged iterator read every ring into its queue and
+    // published the tails; dropping it after `take(10)` threw the queue away: 1000 samples, 10 taken,
+    // 0 readable afterwards, 0 counted lost.
+    tests::require_self_sampling!();
+    let set = per_cpu_faults();
+    set.enable().unwrap();
+    tests::touch_pages(1000);
+    set.disable().unwrap();
+    let first = set.iter().take(10).count();
+    let rest = set.iter().count();
+    let lost = lost_total(&set);
+    println!("sync: {first} taken, then {rest} read, {lost} lost");
+    assert_eq!(first, 10);
+    assert_eq!(lost, 0, "a 64-page ring per CPU holds 1000 samples");
+    assert!(first + rest >= 1000, "{first} + {rest} of at least 1000");
+
+    // The async form, dropped after 10 (a cancelled task).
+    set.enable().unwrap();
+    tests::touch_pages(1000);
+    set.disable().unwrap();
+    let mut stream = set.iter_async().unwrap();
+    let first = futures::executor::block_on(async {
+        let mut n = 0;
+        while n < 10 && stream.next().await.is_some() {
+            n += 1;
+        }
+        n
+    });
+    drop(stream);
+    let rest = set.iter().count();
+    let lost = lost_total(&set);
+    println!("async: {first} taken, then {rest} read, {lost} lost");
+    assert_eq!(first, 10);
+    assert_eq!(lost, 0);
+    assert!(first + rest >= 1000, "{first} + {rest} of at least 1000");
+}
+
+#[test]
+fn wake_up_watermarks_no_ring_can_reach_are_refused_with_the_ring_size() {
+    // Issue 37, item 4: `WakeUpOn::Bytes(w)` with `w` at or above the ring's size was accepted; the
+    // kernel clamps it to the size, which the ring never fills past, so no reader was ever woken.
+    tests::require_self_sampling!();
+    let bytes = 4 * tests::page_size() as u64; // sampler(2)
+    for w in [bytes as u32, bytes as u32 - 8, u32::MAX] {
+        let mut opts = fault_opts();
+        opts.wake_up.on = WakeUpOn::Bytes(w);
+        let c = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+        match c.sampler(2) {
+            Ok(_) => panic!("WakeUpOn::Bytes({w}) accepted on a ring of {bytes} bytes"),
+            Err(e) => {
+                let msg = e.to_string();
+                println!("{msg}");
+                assert!(matches!(e, Error::Sampling(_)), "{e:?}");
+                assert!(
+                    msg.contains(&format!("{bytes} bytes")) && msg.contains(&format!("Bytes({w})")),
+                    "{msg}"
+                );
+            }
+        }
+    }
+    // A watermark the ring reaches: accepted, and a waiting reader is woken by it.
+    let mut opts = fault_opts();
+    opts.wake_up.on = WakeUpOn::Bytes(1024);
+    let c = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+    let sampler = c.sampler(2).unwrap();
+    c.enable().unwrap();
+    tests::touch_pages(200);
+    let start = Instant::now();
+    let got = sampler.iter().next_timeout(Duration::from_secs(5));
+    assert!(got.is_some() && start.elapsed() < Duration::from_secs(4));
+}

@@ -61,7 +61,8 @@ impl Sampler {
     ///
     /// # Errors
     ///
-    /// [`Error::Sampling`] if this sampler already has an AUX tracer; [`Error::RingBusy`] while an
+    /// [`Error::Sampling`] if this sampler already has an AUX tracer, or when the counter's
+    /// `wake_up.on_aux_bytes` exceeds the area (no reader would ever be woken); [`Error::RingBusy`] while an
     /// iterator holds the data ring (make the tracer before iterating); [`Error::Ring`] from the
     /// mapping (`Map` with EINVAL/EOPNOTSUPP when the PMU has no AUX area: only PMUs such as
     /// `intel_pt`, `intel_bts`, `cs_etm`, `arm_spe` have one; `MapMemory` for the locked-memory
@@ -95,6 +96,17 @@ impl Sampler {
                         "aux_tracer({exp}): 2^{exp} AUX pages do not fit in the address space"
                     ))
                 })?;
+            // The kernel wakes an AUX reader once `aux_watermark` bytes were written since the last
+            // wakeup, and a normal AUX area holds at most its size: a larger watermark never wakes.
+            let bytes = pages.saturating_mul(perf_core::page_size());
+            let watermark = u64::from(self.attr().aux_watermark);
+            if mode == RingMode::Normal && watermark > bytes {
+                return Err(Error::Sampling(format!(
+                    "wake_up.on_aux_bytes = {watermark} can never wake a reader of this AUX area: \
+                     aux_tracer({exp}) maps {bytes} bytes; use at most {bytes} (0: half the area), \
+                     or a larger area"
+                )));
+            }
             let ring = self.with_ring(|ring| ring.map_aux_exclusive(pages, mode))??;
             Ok(AuxTracer::new(self, ring))
         })();

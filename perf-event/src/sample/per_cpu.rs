@@ -194,14 +194,27 @@ pub(crate) fn copy_per_cpu<'a>(
 
 /// A queued record, ordered by (time, arrival).
 #[derive(Debug)]
-struct Queued {
+pub(crate) struct Queued {
     time: u64,
     /// Whether `time` is the record's own (not its ring's previous record's).
     timed: bool,
     seq: u64,
+    /// The index of its ring's [`Source`].
+    source: usize,
     cpu: u32,
     cpumode: Priv,
     record: Record,
+}
+
+/// Records a merged iterator had taken from a ring but not handed out when it was dropped (after
+/// `take(n)`, a `break`, a cancelled task): the ring's [`Sampler`] keeps them, and the next merged
+/// iterator over that sampler hands them out first, so that dropping one loses nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Carried {
+    /// In the order they were read.
+    records: Vec<Queued>,
+    /// The time of the last record read from the ring (for the records after it without one).
+    last_time: u64,
 }
 
 impl PartialEq for Queued {
@@ -245,6 +258,12 @@ struct Source<'a> {
 /// is counted in [`late`](Self::late), as perf counts such "out of order events". Records
 /// without a time take the time of the record before them in their ring, keeping their place.
 /// A ring whose records cannot be parsed is skipped, as [`Iter`] does.
+///
+/// Nothing read is lost when it is dropped early (after `take(n)`, a `break`, a cancelled
+/// [`AsyncMergedIter`]): the records it had taken from the rings but not handed out stay with their
+/// samplers, and the next merged iterator over them ([`PerCpuSampler::iter`] again, or
+/// [`MergedIter::new`] over the same samplers) hands them out first. A plain [`Iter`] of one of those
+/// samplers does not see them.
 #[derive(Debug)]
 pub struct MergedIter<'a> {
     sources: Vec<Source<'a>>,
@@ -262,8 +281,11 @@ pub struct MergedIter<'a> {
 
 impl<'a> MergedIter<'a> {
     /// Merges the records of `iters`, each labelled with its CPU.
+    ///
+    /// Records that an earlier merged iterator over the same samplers had read but not handed out
+    /// when it was dropped come first, in their time order (see the type's docs).
     pub fn new(iters: impl IntoIterator<Item = (u32, Iter<'a>)>) -> Self {
-        Self {
+        let mut merged = Self {
             sources: iters
                 .into_iter()
                 .map(|(cpu, iter)| Source {
@@ -278,6 +300,29 @@ impl<'a> MergedIter<'a> {
             seq: 0,
             emitted: 0,
             late: 0,
+        };
+        merged.take_carried();
+        merged
+    }
+
+    /// Queues the records the samplers kept from dropped merged iterators.
+    fn take_carried(&mut self) {
+        for (i, src) in self.sources.iter_mut().enumerate() {
+            let sampler = src.iter.sampler();
+            // A fork child's copy of its parent's sampler reads nothing, kept records included.
+            if sampler.forked() {
+                continue;
+            }
+            let carried = std::mem::take(&mut *sampler.carried.lock());
+            src.last_time = src.last_time.max(carried.last_time);
+            for mut q in carried.records {
+                self.seq += 1;
+                q.seq = self.seq;
+                q.source = i;
+                q.cpu = src.cpu;
+                self.newest = self.newest.max(q.time);
+                self.queue.push(Reverse(q));
+            }
         }
     }
 
@@ -300,7 +345,7 @@ impl<'a> MergedIter<'a> {
         let before = self.newest;
         let mut horizon = before;
         let mut read = 0;
-        for src in &mut self.sources {
+        for (source, src) in self.sources.iter_mut().enumerate() {
             let mut n = 0;
             while n < ROUND_MAX {
                 let Some(item) = src.iter.try_next() else {
@@ -325,6 +370,7 @@ impl<'a> MergedIter<'a> {
                     time,
                     timed: own.is_some(),
                     seq: self.seq,
+                    source,
                     cpu: src.cpu,
                     cpumode,
                     record,
@@ -422,6 +468,35 @@ impl<'a> MergedIter<'a> {
             waiters,
             ended: false,
         })
+    }
+}
+
+impl Drop for MergedIter<'_> {
+    /// Gives the records read but not handed out to their samplers, for the next merged iterator.
+    fn drop(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut left: Vec<Queued> = std::mem::take(&mut self.queue)
+            .into_iter()
+            .map(|Reverse(q)| q)
+            .collect();
+        left.sort_unstable_by_key(|q| q.seq);
+        let mut per_source: Vec<Vec<Queued>> = self.sources.iter().map(|_| Vec::new()).collect();
+        for q in left {
+            if let Some(v) = per_source.get_mut(q.source) {
+                v.push(q);
+            }
+        }
+        for (src, records) in self.sources.iter().zip(per_source) {
+            if records.is_empty() {
+                continue;
+            }
+            // Only moves under the lock: nothing is dropped there.
+            let mut carried = src.iter.sampler().carried.lock();
+            carried.records.extend(records);
+            carried.last_time = carried.last_time.max(src.last_time);
+        }
     }
 }
 

@@ -43,8 +43,9 @@ use rustix::time::{
 use crate::error::{Error, Result};
 
 /// Every lock here is a fork-safe [`Lock`] (a child made while the reactor thread or another thread held
-/// one takes it over), held for a few instructions of ours: no waker runs and no waker is dropped while
-/// one is held where that can be avoided.
+/// one takes it over), held for a few instructions of ours: no waker is woken, cloned or dropped while one
+/// is held (an executor's waker runs its code, which may drop a task holding another reader of the same
+/// sampler and so take the same lock), and no `Waiters` or `Reactor` is dropped under one.
 fn lock<T: Default>(m: &Lock<T>) -> LockGuard<'_, T> {
     m.lock()
 }
@@ -106,7 +107,10 @@ impl Reactor {
                 e,
             )
         })?);
-        *slot = Some(Arc::clone(&r));
+        // A fork child's copy of its parent's reactor is dropped after the lock is released.
+        let parents = slot.replace(Arc::clone(&r));
+        drop(slot);
+        drop(parents);
         Ok(r)
     }
 
@@ -193,6 +197,19 @@ struct Slot {
     /// The flush timer and its epoll token. A periodic timerfd re-arms only when read, so the thread
     /// reads it.
     timer: Option<(OwnedFd, u64)>,
+}
+
+impl Slot {
+    /// The readiness bits reported since the last look: `readable`, `error` and `flush` are cleared,
+    /// `hangup` stays.
+    fn take_ready(&mut self) -> Readiness {
+        let ready = self.ready;
+        self.ready = Readiness {
+            hangup: ready.hangup,
+            ..Readiness::default()
+        };
+        ready
+    }
 }
 
 /// A sampler's one registration with the reactor, and the waiters that share it.
@@ -377,20 +394,31 @@ impl Waiter {
     ///
     /// The waker is stored before the bits are read, so a report that arrives between the caller's
     /// last look at the ring and this call is either in the bits returned or wakes the stored waker.
+    ///
+    /// Cloning a waker and dropping one run the executor's code (a task that owns its future, which may
+    /// hold another reader of this sampler): neither happens under the slots' lock. The clone is made
+    /// before it is taken, and the waker replaced is dropped after it is released.
     fn take(&self, waker: &Waker) -> Readiness {
-        self.with_slot(|slot| {
-            match &mut slot.waker {
-                Some(w) if w.will_wake(waker) => {}
-                w => *w = Some(waker.clone()),
-            }
-            let ready = slot.ready;
-            slot.ready = Readiness {
-                hangup: ready.hangup,
-                ..Readiness::default()
-            };
-            ready
-        })
-        .unwrap_or_default()
+        // Comparing wakers runs no executor code (`will_wake` compares their data and vtable).
+        let stored = self
+            .with_slot(|slot| {
+                slot.waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(waker))
+                    .then(|| slot.take_ready())
+            })
+            .flatten();
+        if let Some(ready) = stored {
+            return ready;
+        }
+        let mut new = Some(waker.clone());
+        let ready = self.with_slot(|slot| {
+            std::mem::swap(&mut slot.waker, &mut new);
+            slot.take_ready()
+        });
+        // The replaced waker (or the clone, when the slot is gone) is dropped here, with no lock held.
+        drop(new);
+        ready.unwrap_or_default()
     }
 
     /// [`take`](Self::take) with the task's waker.
@@ -476,14 +504,15 @@ impl Waiter {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        let timer = {
-            let mut slots = lock(&self.waiters.slots);
-            slots
-                .get_mut(self.id)
-                .and_then(Option::take)
-                .and_then(|s| s.timer)
-        };
-        self.waiters.remove_timer(timer);
+        // The slot leaves the lock whole: its waker is dropped (executor code, which may drop another
+        // reader of this sampler and so take this lock) only once the lock is released.
+        let slot = lock(&self.waiters.slots)
+            .get_mut(self.id)
+            .and_then(Option::take);
+        if let Some(mut slot) = slot {
+            self.waiters.remove_timer(slot.timer.take());
+            drop(slot);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use perf_sys as sys;
 use sys::perf_event_attr;
 
 use super::iter::Iter;
+use super::per_cpu::Carried;
 use super::reactor::Waiters;
 use super::record::{Priv, Record};
 use super::Parser;
@@ -260,6 +261,8 @@ pub struct Sampler {
     wanted: AtomicBool,
     /// The fork generation the sampler was made in: in a child, its ring is a placeholder.
     generation: u64,
+    /// Records a dropped merged iterator had read from this ring but not handed out.
+    pub(super) carried: Lock<Carried>,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -284,7 +287,9 @@ impl Counter {
     /// [`Error::SamplerExists`] if this counter already has a sampler (one consumer per ring);
     /// [`Error::Sampling`] when the ring could never receive anything useful: the counter neither
     /// samples nor asks for side-band records, the largest record its settings produce does not fit
-    /// 2^`exp` pages (both sizes are in the message), `exp` is above what kernels map, or the counter
+    /// 2^`exp` pages (both sizes are in the message), a wake-up watermark
+    /// ([`WakeUpOn::Bytes`](crate::config::WakeUpOn::Bytes)) the ring cannot reach before it fills
+    /// (the ring's size and the largest watermark it reaches are in the message), `exp` is above what kernels map, or the counter
     /// is inherited on every CPU (the kernel refuses that ring; use
     /// [`PerCpuSampler`](super::PerCpuSampler)); [`Error::Ring`] with perf-core's explanation:
     /// `MapMemory` (the locked-memory budget, with the current `perf_event_mlock_kb` and
@@ -380,7 +385,37 @@ fn check_ring_request(attr: &perf_event_attr, cpu: Option<u32>, exp: u8) -> Resu
             ring - 8
         )));
     }
+    check_wake_up(attr, exp, ring, largest)?;
     Ok(pages)
+}
+
+/// Refuses a wake-up watermark (`WakeUpOn::Bytes`) the ring can never reach.
+///
+/// The kernel keeps `min(wakeup_watermark, ring size)` and wakes the reader when more than that many
+/// bytes were written since its last wakeup; a ring of N bytes holds at most N - 8 bytes of records
+/// (one byte stays free, records are 8-byte units), and once fewer bytes than the next record are free
+/// the kernel drops records instead of writing them. So a reader that waits for the watermark is woken
+/// for sure only when the watermark plus the largest record fits in N - 8 bytes; above that the ring
+/// can fill (and lose every later record) with nobody woken. `WakeUpOn::Samples(n)` needs no check:
+/// the kernel wakes at half the ring as well.
+fn check_wake_up(attr: &perf_event_attr, exp: u8, ring: u64, largest: u64) -> Result<()> {
+    if attr.watermark() == 0 {
+        return Ok(());
+    }
+    let watermark = u64::from(attr.wakeup_events_or_watermark());
+    // Bytes(0) is the kernel's default, half the ring.
+    let most = (ring - 8).saturating_sub(largest);
+    if watermark != 0 && watermark > most {
+        return Err(Error::Sampling(format!(
+            "WakeUpOn::Bytes({watermark}) can never wake a reader of this ring: sampler({exp}) maps \
+             {ring} bytes, which hold at most {} bytes of records, and the kernel wakes a reader only \
+             once more than the watermark was written, so with records of up to {largest} bytes the \
+             ring can fill (every later record lost) below it; use WakeUpOn::Bytes({most}) or less \
+             (Bytes(0): half the ring), or a larger ring",
+            ring - 8
+        )));
+    }
+    Ok(())
 }
 
 /// Whether the attr asks for any side-band (non-sample) record.
@@ -425,6 +460,7 @@ impl Sampler {
             waiters: Lock::new(Weak::new()),
             wanted: AtomicBool::new(false),
             generation: perf_core::fork::generation(),
+            carried: Lock::new(Carried::default()),
         }
     }
 
@@ -631,9 +667,22 @@ impl Sampler {
             .set_user_enabled(&self.control, self.file.as_fd(), false)
     }
 
-    /// Stops the event for an AUX snapshot read; see [`Output::stop_for_read`].
+    /// Stops the event for an AUX snapshot read; see [`Output::stop_for_read`]. In a fork child,
+    /// [`ForkedChild`](perf_core::ErrorKind::ForkedChild) before any syscall on the (shared) fd.
     pub(crate) fn stop_for_read(&self) -> Result<ReadHold<'_>> {
+        self.refuse_forked("aux")?;
         self.output.stop_for_read(&self.control, self.file.as_fd())
+    }
+
+    /// [`perf_core::ErrorKind::ForkedChild`] (for `area`) in a fork child: for the reads that pause
+    /// or stop the event, which must not touch the fd the child shares with its parent.
+    fn refuse_forked(&self, area: &'static str) -> Result<()> {
+        if self.forked() {
+            return Err(Error::Ring(
+                perf_core::ErrorKind::ForkedChild { area }.into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Enables the counter for `overflows` more overflows (samples), after which it disables
@@ -829,7 +878,9 @@ impl Sampler {
     ///
     /// # Errors
     ///
-    /// [`Error::Ring`] (`RingMode`) on a normal ring; [`Error::Io`] if pausing fails.
+    /// [`Error::Ring`] (`RingMode`) on a normal ring, (`ForkedChild`) in a child made by `fork()`,
+    /// before anything touches the event the child shares with its parent; [`Error::Io`] if pausing
+    /// fails.
     pub fn newest(&self, n: usize) -> Result<Vec<(Priv, Record)>> {
         if self.mode != RingMode::Overwrite {
             return Err(Error::Ring(
@@ -842,6 +893,10 @@ impl Sampler {
                 .into(),
             ));
         }
+        // Before any syscall on the fd: in a fork child it is the parent's event too, and pausing and
+        // resuming it from the child's copy of the pause state would end the parent's pause. And before
+        // the ring's lock, which a fork during another thread's copy leaves empty in the child.
+        self.refuse_forked("data")?;
         let mut copy = BackwardCopy::new();
         {
             let _hold = self
