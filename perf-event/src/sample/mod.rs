@@ -44,6 +44,24 @@
 //! every waiter sees every kernel wakeup. Iterators end with one error, then `None`, when the ring can
 //! never be read forward (an overwrite ring, or a ring in a child made by `fork()`).
 //!
+//! Two limits of this contract, by choice:
+//! - A pass ends when it finds the ring empty, not at the head it saw when it began: records written
+//!   while it reads are read in the same pass. A reader that is itself sampled fast enough (a
+//!   `task-clock` at its minimum period on the reading thread) finds new records as fast as it reads
+//!   them, so `for r in sampler.iter()` may never end there (records it falls behind on are lost and
+//!   counted, never unread). Bound such a pass: `sampler.iter().take(n)`,
+//!   [`CowIter::drain`](iter::CowIter::drain) with a maximum, or a deadline of the caller's.
+//! - A reader leaked with `std::mem::forget` keeps the ring lent for good, as a leaked guard keeps any
+//!   lock: later readers get [`Error::RingBusy`] (the `next` forms `None`), and an async reader waits for
+//!   a hand-over that never comes. Drop readers; nothing unsound follows from leaking one.
+//!
+//! Every lock of perf-event is held only for a few instructions of its own: never while a closure of
+//! the caller runs, a waker is cloned, woken or dropped, or a value of the caller's type is dropped (an
+//! executor's waker may drop a task whose future holds another reader of the same sampler, which takes
+//! the same lock). Records a reader took from a ring are handed out, or kept for the next reader: a
+//! [`MergedIter`] or [`AsyncMergedIter`] dropped early leaves the records it had read but not handed out
+//! with their samplers, and the next merged iterator over them hands them out first.
+//!
 //! # fork()
 //!
 //! A child made by `fork()` cannot read or map its parent's rings: a parent's [`Sampler`] or
@@ -51,7 +69,12 @@
 //! [`Counter::sampler`](crate::count::Counter::sampler) on a parent's counter says
 //! [`InheritedFd`](perf_core::ErrorKind::InheritedFd) (open the counter again in the child). No lock of
 //! perf-event can be left held by a thread the child does not have: each is a
-//! [`perf_core::fork::Lock`], which the child takes over, so every call in the child returns.
+//! [`perf_core::fork::Lock`], which the child takes over, so every call in the child returns. A call
+//! that would pause or stop the shared event for a read ([`Sampler::newest`], AUX snapshots) says
+//! `ForkedChild` before any syscall on the fd the child shares with its parent. Explicit controls
+//! ([`Sampler::pause`], [`Sampler::enable`], `Counter::enable`, ...) still act on that shared event: the
+//! child asked for them. A `fork()` inside a [`CowIter`] closure leaves the child a chunk that reads as
+//! zeros (the ring's mapping is a zeroed placeholder in the child), never memory of someone else's.
 //!
 //! [`Error::RingBusy`]: crate::Error::RingBusy
 
