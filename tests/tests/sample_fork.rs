@@ -291,12 +291,22 @@ fn a_fork_childs_newest_leaves_the_parents_paused_ring_paused() {
     // Paused through the fd (as a user may, with the sampler's `AsFd`): the sampler's pause state,
     // which the child copies, does not know it.
     perf_sys::ioctl::pause_output(counter.fd(), true).unwrap();
-    let pid = tests::fork_child(child_limit(), || match sampler.newest(10) {
-        Err(e) if is_forked_child(&e) => match sampler.iter().try_next() {
-            Some(Err(e)) if is_forked_child(&e) => Ok(()),
-            other => Err(format!("a forward read in the child: {other:?}")),
-        },
-        other => Err(format!("newest in the child: {:?}", other.map(|v| v.len()))),
+    let pid = tests::fork_child(child_limit(), || {
+        match sampler.newest(10) {
+            Err(e) if is_forked_child(&e) => {}
+            other => return Err(format!("newest in the child: {:?}", other.map(|v| v.len()))),
+        }
+        match sampler.iter().try_next() {
+            Some(Err(e)) if is_forked_child(&e) => {}
+            other => return Err(format!("a forward read in the child: {other:?}")),
+        }
+        // Registering the shared fd with the child's reactor (an epoll ADD polls it) would take the
+        // parent's pending wakeup: refused before it.
+        match sampler.iter().into_async() {
+            Err(e) if is_forked_child(&e) => Ok(()),
+            Err(e) => Err(format!("into_async in the child: {e}")),
+            Ok(_) => Err("into_async in the child registered the parent's event".into()),
+        }
     });
     tests::wait_child(pid, true).unwrap().unwrap();
     tests::touch_pages(100);

@@ -406,6 +406,11 @@ impl<'a> Reader<'a> {
     /// kernel's wakeups with every async iterator of the sampler; falls back to `poll(2)` if the
     /// reactor cannot be started.
     pub(crate) fn wait(&mut self, left: Duration, busy: bool) -> Wait {
+        if self.sampler.forked() {
+            // No poll of the fd the child shares with its parent (it would take the parent's pending
+            // wakeup); the next look at the ring ends the reader with ForkedChild.
+            return Wait::Ready;
+        }
         let left = if busy { left.min(BUSY_BACKOFF) } else { left };
         self.arm();
         match &self.waiter {

@@ -541,7 +541,12 @@ impl Sampler {
     }
 
     /// The one reactor registration of this sampler, made on first use.
+    ///
+    /// [`ForkedChild`](perf_core::ErrorKind::ForkedChild) in a fork child, before anything touches
+    /// the fd: registering the event the child shares with its parent (an epoll `ADD` polls it) would
+    /// take the kernel's pending wakeup (`perf_poll` exchanges it with zero) from the parent's waiters.
     pub(crate) fn waiters(&self) -> Result<Arc<Waiters>> {
+        self.refuse_forked("data")?;
         let mut slot = self.waiters.lock();
         if let Some(w) = slot.upgrade() {
             return Ok(w);
