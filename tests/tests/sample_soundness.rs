@@ -826,6 +826,70 @@ fn a_waker_may_drop_a_reader_of_the_same_sampler_when_a_reader_drops_it() {
     }
 }
 
+/// A waker whose wake drops a reader of the same sampler, then says so.
+struct WakeDropsAReader {
+    reader: Mutex<Option<perf_event::sample::AsyncIter<'static>>>,
+    woken: Mutex<mpsc::Sender<()>>,
+}
+
+impl Wake for WakeDropsAReader {
+    fn wake(self: Arc<Self>) {
+        drop(self.reader.lock().unwrap().take());
+        let _ = self.woken.lock().unwrap().send(());
+    }
+}
+
+#[test]
+fn a_wake_that_drops_a_reader_of_the_same_sampler_returns() {
+    // Issue 37, item 2's class, next attack: the reactor thread wakes a waker whose wake drops another
+    // reader of the same sampler (whose drop takes the sampler's waiter-slot lock): the reactor must
+    // hold no lock while it wakes.
+    tests::require_self_sampling!();
+    within(
+        Duration::from_secs(10),
+        "a wake that drops a reader",
+        || {
+            let mut opts = fault_opts();
+            opts.wake_up.on = WakeUpOn::Samples(1);
+            let counter =
+                Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), opts).unwrap();
+            let sampler: &'static perf_event::sample::Sampler =
+                Box::leak(Box::new(counter.sampler(3).unwrap()));
+            let mut a = sampler.iter().into_async().unwrap();
+            let (tx, rx) = mpsc::channel();
+            let waker = Waker::from(Arc::new(WakeDropsAReader {
+                reader: Mutex::new(Some(sampler.iter().into_async().unwrap())),
+                woken: Mutex::new(tx),
+            }));
+            assert!(Pin::new(&mut a)
+                .poll_next(&mut Context::from_waker(&waker))
+                .is_pending());
+            drop(waker);
+            counter.enable().unwrap();
+            tests::touch_pages(10);
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("the kernel's wakeup never reached the waker");
+            // The reactor still works: the next wakeup reaches the next waker.
+            let (count, waker) = {
+                let (tx, rx) = mpsc::channel();
+                let w = Waker::from(Arc::new(WakeDropsAReader {
+                    reader: Mutex::new(None),
+                    woken: Mutex::new(tx),
+                }));
+                (rx, w)
+            };
+            while let Poll::Ready(Some(_)) =
+                Pin::new(&mut a).poll_next(&mut Context::from_waker(&waker))
+            {}
+            tests::touch_pages(10);
+            count
+                .recv_timeout(Duration::from_secs(5))
+                .expect("the reactor stopped after a wake that dropped a reader");
+            drop(a);
+        },
+    );
+}
+
 /// Page faults of the calling thread on every CPU, one sample each, with time (for the merge).
 fn per_cpu_faults() -> perf_event::sample::PerCpuSampler {
     let mut opts = Opts::default();
@@ -903,6 +967,28 @@ fn wake_up_watermarks_no_ring_can_reach_are_refused_with_the_ring_size() {
             }
         }
     }
+    // The next attack: a sample count the ring cannot hold before it fills. The kernel wakes at half
+    // the ring as well, so a waiting reader is still woken (nothing to refuse).
+    let mut opts = fault_opts();
+    opts.wake_up.on = WakeUpOn::Samples(u32::MAX);
+    let c = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+    let sampler = c.sampler(2).unwrap();
+    c.enable().unwrap();
+    let woken = std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let start = Instant::now();
+            let got = sampler
+                .iter()
+                .next_timeout(Duration::from_secs(5))
+                .is_some();
+            (got, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        tests::touch_pages(1000);
+        waiter.join().unwrap()
+    });
+    c.disable().unwrap();
+    assert!(woken.0 && woken.1 < Duration::from_secs(4), "{woken:?}");
     // A watermark the ring reaches: accepted, and a waiting reader is woken by it.
     let mut opts = fault_opts();
     opts.wake_up.on = WakeUpOn::Bytes(1024);
