@@ -70,8 +70,9 @@
 //! [`InheritedFd`](perf_core::ErrorKind::InheritedFd) (open the counter again in the child). No lock of
 //! perf-event can be left held by a thread the child does not have: each is a
 //! [`perf_core::fork::Lock`], which the child takes over, so every call in the child returns. A call
-//! that would pause or stop the shared event for a read ([`Sampler::newest`], AUX snapshots) says
-//! `ForkedChild` before any syscall on the fd the child shares with its parent. Explicit controls
+//! that would pause or stop the shared event for a read ([`Sampler::newest`], AUX snapshots), or
+//! register it for wakeups (an async iterator, a blocking wait), says `ForkedChild` before any syscall
+//! on the fd the child shares with its parent. Explicit controls
 //! ([`Sampler::pause`], [`Sampler::enable`], `Counter::enable`, ...) still act on that shared event: the
 //! child asked for them. A `fork()` inside a [`CowIter`] closure leaves the child a chunk that reads as
 //! zeros (the ring's mapping is a zeroed placeholder in the child), never memory of someone else's.
