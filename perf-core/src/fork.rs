@@ -205,9 +205,10 @@ pub(crate) fn forked_since(generation: u64) -> bool {
 
 /// A token that tells the threads of one process apart, allocated on a thread's first lock: never 0,
 /// never reused in this process. A fork child's only thread keeps the token it had in the parent (its
-/// thread-local storage is copied), and a thread made in the child gets one above every token of its
-/// ancestors (the counter is copied at the fork), so within one process's memory a token names one
-/// thread of that process's line of descent.
+/// thread-local storage is copied), and a thread made in the child gets one above every token its
+/// ancestors had handed out when it was made (the counter is copied at the fork), so no thread of the
+/// child bears the token of an ancestor's thread that holds a lock stranded there, except the forking
+/// thread itself.
 fn thread_token() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     TOKEN
