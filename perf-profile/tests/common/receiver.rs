@@ -58,6 +58,8 @@ pub struct Receiver {
     pub port: u16,
     /// The accepted (2xx) requests, in the order they came.
     pub got: Arc<Mutex<Vec<Request>>>,
+    /// Every request read whole, whatever its answer, in the order they came.
+    pub seen: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -86,12 +88,40 @@ impl Receiver {
         lifetime: Duration,
         mut respond: impl FnMut(usize, &Request) -> (u16, String) + Send + 'static,
     ) -> Self {
+        Self::serve_with_headers(port, tls, lifetime, move |n, req| {
+            let (code, body) = respond(n, req);
+            (code, Vec::new(), body)
+        })
+    }
+
+    /// Plain HTTP on a free port for at most `lifetime`: every request is answered `302 Found`
+    /// with `Location: to` (and kept in [`seen`](Self::seen)).
+    pub fn redirect(lifetime: Duration, to: String) -> Self {
+        Self::serve_with_headers(0, None, lifetime, move |_, _| {
+            (
+                302,
+                vec![("Location".to_owned(), to.clone())],
+                String::new(),
+            )
+        })
+    }
+
+    /// As [`serve`](Self::serve), the answer carrying headers too: (status, headers, body).
+    pub fn serve_with_headers(
+        port: u16,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        lifetime: Duration,
+        mut respond: impl FnMut(usize, &Request) -> (u16, Vec<(String, String)>, String)
+            + Send
+            + 'static,
+    ) -> Self {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         l.set_nonblocking(true).unwrap();
         let port = l.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (g, st) = (Arc::clone(&got), Arc::clone(&stop));
+        let (g, sn, st) = (Arc::clone(&got), Arc::clone(&seen), Arc::clone(&stop));
         let thread = std::thread::spawn(move || {
             let deadline = Instant::now() + lifetime;
             let mut n = 0;
@@ -109,21 +139,28 @@ impl Receiver {
                     }
                     Err(e) => (
                         400,
+                        Vec::new(),
                         format!("Content-Encoding: gzip, but the body is not: {e}"),
                     ),
                 };
                 match &tls {
                     Some(cfg) => {
                         let conn = rustls::ServerConnection::new(Arc::clone(cfg)).unwrap();
-                        handle(&mut rustls::StreamOwned::new(conn, sock), &mut answer, &g);
+                        handle(
+                            &mut rustls::StreamOwned::new(conn, sock),
+                            &mut answer,
+                            &g,
+                            &sn,
+                        );
                     }
-                    None => handle(&mut { sock }, &mut answer, &g),
+                    None => handle(&mut { sock }, &mut answer, &g, &sn),
                 }
             }
         });
         Self {
             port,
             got,
+            seen,
             stop,
             thread: Some(thread),
         }
@@ -143,8 +180,9 @@ impl Drop for Receiver {
 /// nothing where the client went away first.
 fn handle(
     s: &mut (impl Read + Write),
-    answer: &mut impl FnMut(&Request) -> (u16, String),
+    answer: &mut impl FnMut(&Request) -> (u16, Vec<(String, String)>, String),
     got: &Mutex<Vec<Request>>,
+    seen: &Mutex<Vec<Request>>,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -186,14 +224,16 @@ fn handle(
         }
     }
     req.body = buf.split_off(head_end);
-    let (code, text) = answer(&req);
+    let (code, extra, text) = answer(&req);
     // Kept before answering: the client may look as soon as it has the answer.
+    seen.lock().unwrap().push(req.clone());
     if (200..300).contains(&code) {
         got.lock().unwrap().push(req);
     }
+    let extra: String = extra.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
     let _ = write!(
         s,
-        "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        "HTTP/1.1 {code} X\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     );
     let _ = s.flush();
