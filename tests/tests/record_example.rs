@@ -1237,3 +1237,29 @@ fn a_link_planted_at_the_output_is_never_followed() {
         "the root-owned file outside -o was written through the planted link"
     );
 }
+
+/// Every number on the command line is range-checked: out of range, the message names the value,
+/// and the exit status is 2, never a panic.
+#[test]
+fn numbers_out_of_range_exit_2_never_a_panic() {
+    let dir = TempDir::new("ranges");
+    let bad: &[(&str, &[&str])] = &[
+        ("-F", &["0", "-1", "1e3", "18446744073709551616"]),
+        ("-c", &["0", "9223372036854775808", "18446744073709551616"]),
+        ("-m", &["0", "3", "2097152", "18446744073709551616"]),
+        (
+            "--call-graph",
+            &["dwarf,0", "dwarf,65536", "dwarf,4294967296", "dwarf,-8"],
+        ),
+    ];
+    for (flag, values) in bad {
+        for v in *values {
+            let o = record(&[flag, v, "-o", "x.data", "--", "true"], &dir.0);
+            let err = text(&o.stderr);
+            assert!(!err.contains("panicked"), "{flag} {v}: {err}");
+            assert_eq!(o.status.code(), Some(2), "{flag} {v}: {err}");
+            let shown = v.rsplit(',').next().unwrap();
+            assert!(err.contains(shown), "{flag} {v}: the value is named: {err}");
+        }
+    }
+}

@@ -948,3 +948,26 @@ fn a_link_planted_at_the_output_is_never_followed() {
         .contains("task-clock"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every duration and number on the command line is range-checked: out of range, the message names
+/// the option and the value, and the exit status is 2, never a panic.
+#[test]
+fn durations_and_numbers_out_of_range_exit_2_never_a_panic() {
+    let bad: &[(&str, &[&str])] = &[
+        (
+            "--duration",
+            &["1e20", "inf", "NaN", "-1", "0", "1e-300", "1e300"],
+        ),
+        ("-I", &["0", "9", "-1", "1e3", "18446744073709551616"]),
+        ("-r", &["0", "-1", "100001", "18446744073709551616"]),
+    ];
+    for (flag, values) in bad {
+        for v in *values {
+            let o = stat(&["-e", "task-clock", flag, v, "--", "true"]);
+            let err = text(&o.stderr);
+            assert!(!err.contains("panicked"), "{flag} {v}: {err}");
+            assert_eq!(o.status.code(), Some(2), "{flag} {v}: {err}");
+            assert!(err.contains(v), "{flag} {v}: the value is named: {err}");
+        }
+    }
+}
