@@ -65,13 +65,13 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Plain HTTP on a free port for at most 120 s: request `n` (from 0) is answered with status
-    /// `code(n)` and no body.
+    /// Plain HTTP on a free port until 120 s pass without a request: request `n` (from 0) is
+    /// answered with status `code(n)` and no body.
     pub fn start(code: impl FnMut(usize) -> u16 + Send + 'static) -> Self {
         Self::start_for(Duration::from_secs(120), code)
     }
 
-    /// As [`start`](Self::start), serving for at most `lifetime`.
+    /// As [`start`](Self::start), serving until `lifetime` passes without a request.
     pub fn start_for(
         lifetime: Duration,
         mut code: impl FnMut(usize) -> u16 + Send + 'static,
@@ -79,7 +79,9 @@ impl Receiver {
         Self::serve(0, None, lifetime, move |n, _| (code(n), String::new()))
     }
 
-    /// Serves on `port` (0: a free one), over TLS where `tls` is given, for at most `lifetime`:
+    /// Serves on `port` (0: a free one), over TLS where `tls` is given, until `lifetime` passes
+    /// without a connection (counted from the last one, so a client that starts late, e.g. on a
+    /// loaded machine, is still served):
     /// request `n` (from 0; those read whole) is answered with `respond(n, request)`, a status and
     /// a body. A body that says it is gzip'd but is not gets 400 without asking `respond`.
     pub fn serve(
@@ -94,8 +96,8 @@ impl Receiver {
         })
     }
 
-    /// Plain HTTP on a free port for at most `lifetime`: every request is answered `302 Found`
-    /// with `Location: to` (and kept in [`seen`](Self::seen)).
+    /// Plain HTTP on a free port (`lifetime` as for [`serve`](Self::serve)): every request is
+    /// answered `302 Found` with `Location: to` (and kept in [`seen`](Self::seen)).
     pub fn redirect(lifetime: Duration, to: String) -> Self {
         Self::serve_with_headers(0, None, lifetime, move |_, _| {
             (
@@ -123,13 +125,14 @@ impl Receiver {
         let stop = Arc::new(AtomicBool::new(false));
         let (g, sn, st) = (Arc::clone(&got), Arc::clone(&seen), Arc::clone(&stop));
         let thread = std::thread::spawn(move || {
-            let deadline = Instant::now() + lifetime;
+            let mut deadline = Instant::now() + lifetime;
             let mut n = 0;
             while !st.load(Ordering::Relaxed) && Instant::now() < deadline {
                 let Ok((sock, _)) = l.accept() else {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
+                deadline = Instant::now() + lifetime;
                 sock.set_nonblocking(false).unwrap();
                 sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 let mut answer = |req: &Request| match req.gunzipped() {
