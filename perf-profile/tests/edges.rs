@@ -333,3 +333,33 @@ fn credentials_are_refused_over_cleartext_http_to_a_remote_host_unless_allowed()
     );
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+#[test]
+fn allow_insecure_http_sends_credentials_in_cleartext_with_a_warning() {
+    require_sampling!();
+    let dir = scratch("insecure");
+    let out = dir.join("x.folded");
+    // Built before the receiver's clock starts.
+    let bin = example();
+    let rx = common::receiver::Receiver::start(|_| 200);
+    let o = Command::new(bin)
+        .args(["--allow-insecure-http", "--push"])
+        .arg(format!("http://0.0.0.0:{}/ingest", rx.port))
+        .args(["-o", out.to_str().unwrap(), "--", "true"])
+        .env("PERF_PROFILE_PUSH_TOKEN", "tok-s3cret")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    println!("{err}");
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("warning") && l.contains("cleartext") && l.contains("0.0.0.0")),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+    let got = rx.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{err}");
+    assert_eq!(got[0].header("authorization"), Some("Bearer tok-s3cret"));
+}
