@@ -371,3 +371,71 @@ fn allow_insecure_http_sends_credentials_in_cleartext_with_a_warning() {
     assert_eq!(got.len(), 1, "{err}");
     assert_eq!(got[0].header("authorization"), Some("Bearer tok-s3cret"));
 }
+
+#[test]
+fn sigterm_in_continuous_mode_writes_and_pushes_the_last_interval() {
+    require_sampling!();
+    require_cc!();
+    let dir = scratch("sigterm-every");
+    let calls = build_c(&dir, "calls");
+    // Built before the receiver's clock starts.
+    example();
+    let rx = common::receiver::Receiver::start(|_| 200);
+    let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
+    let cuts = dir.join("cut-{n}.folded");
+    let (status, err, took) = signalled(
+        &[
+            "-F",
+            "499",
+            "--every",
+            "0.3",
+            "--push",
+            &url,
+            "-o",
+            cuts.to_str().unwrap(),
+            "--",
+            calls.to_str().unwrap(),
+            "60",
+        ],
+        "TERM",
+        Duration::from_millis(1000),
+    );
+    println!("exit {status} {took:.2} s after the signal\n{err}");
+    assert!(status.success(), "{err}");
+    assert!(took < 1.0, "{took:.2} s to end the capture and push\n{err}");
+    let total: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split(" samples in total")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no total in:\n{err}"));
+    let mut written = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("cut-") {
+            written += folded_file(&e.path()).values().sum::<u64>();
+        }
+    }
+    assert!(total > 50, "{err}");
+    assert_eq!(
+        written, total,
+        "the interval files hold every sample:\n{err}"
+    );
+    let push = err
+        .lines()
+        .find(|l| l.starts_with("profile: push: sent"))
+        .unwrap_or_else(|| panic!("no push summary in:\n{err}"));
+    assert!(
+        push.contains(&format!("requests with {total} samples")),
+        "every sample pushed: {push}"
+    );
+    let sent: u64 = push["profile: push: sent ".len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{push}"));
+    assert_eq!(rx.got.lock().unwrap().len() as u64, sent, "{push}");
+}
