@@ -28,6 +28,12 @@
 //!   and MMAP2 records of their executable mappings from `/proc/PID/maps` (`-p`, `-a`), and the
 //!   kernel's MMAP (`[kernel.kallsyms]_text`) when kernel samples are recorded. Build ids the
 //!   kernel put in MMAP2 records (Linux 5.12+), and the kernel's, go to the `BUILD_ID` feature.
+//! - **Stopping.** Ctrl-C (SIGINT), SIGTERM (systemd's and docker's stop) and SIGHUP end the
+//!   recording within a second with a complete file: a command still running is sent the same
+//!   signal (as perf does), given a moment to exit, and killed after the file is written. A second
+//!   signal ends the process at once.
+//! - **The output** is created new (`O_CREAT|O_EXCL|O_NOFOLLOW`) once an old one is moved aside
+//!   to `FILE.old`: a link planted in a shared folder such as /tmp is never followed.
 #![forbid(unsafe_code)]
 
 #[path = "record/args.rs"]
@@ -41,12 +47,13 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use perf_core::perf_data::{BuildIdEntry, EventAttr, Features, PerfDataWriter};
 use perf_core::record::{CallchainContext, Mmap2File, Record};
@@ -148,9 +155,17 @@ fn run() -> Result<ExitCode, Fail> {
             a.rate = Rate::Freq(max);
         }
     }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
-        .map_err(|e| fail(format!("cannot install the SIGINT handler: {e}")))?;
+    // The signal that ends the recording (0: none yet); a second one ends the process at once.
+    let stopped_by = Arc::new(AtomicUsize::new(0));
+    let again = Arc::new(AtomicBool::new(false));
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_default(sig, Arc::clone(&again))
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&again)))
+            .and_then(|_| {
+                signal_hook::flag::register_usize(sig, Arc::clone(&stopped_by), sig as usize)
+            })
+            .map_err(|e| fail(format!("cannot install the handler of signal {sig}: {e}")))?;
+    }
 
     let cpus = online_cpus().map_err(fail)?;
     let target = if a.all_cpus {
@@ -170,16 +185,16 @@ fn run() -> Result<ExitCode, Fail> {
     };
 
     // The output first: a place it cannot be written fails before any counter is opened.
-    keep_old(&a.output)?;
-    File::create(&a.output)
-        .map_err(|e| fail(format!("cannot create {}: {e}", a.output.display())))?;
+    let file = create_output(&a.output)?;
 
     // Open, map, write the header; with a command, then spawn it (perf_event::command: the
     // counters start at its exec and follow its children).
     let (prepared, child) = if matches!(target, Target::Child) {
         let mut cmd = Command::new(&a.command[0]);
         cmd.args(&a.command[1..]);
-        match command::spawn(&mut cmd, |exec| prepare(&a, &target, &cpus, Some(exec))) {
+        match command::spawn(&mut cmd, |exec| {
+            prepare(&a, &target, &cpus, Some(exec), file)
+        }) {
             Ok((child, p)) => (p, Some(child)),
             Err(e) => {
                 let _ = fs::remove_file(&a.output);
@@ -187,7 +202,7 @@ fn run() -> Result<ExitCode, Fail> {
             }
         }
     } else {
-        (prepare(&a, &target, &cpus, None)?, None)
+        (prepare(&a, &target, &cpus, None, file)?, None)
     };
     let Prepared {
         opened,
@@ -223,36 +238,59 @@ fn run() -> Result<ExitCode, Fail> {
         c => c,
     };
     let mut exit = ExitCode::SUCCESS;
+    let mut still_running = None;
     match child {
         None => {
             let pids = a.pids.clone();
             rec.pump(&samplers, || {
-                interrupted.load(Ordering::Relaxed)
+                stopped_by.load(Ordering::Relaxed) != 0
                     || (!pids.is_empty() && pids.iter().all(|&p| !alive(p)))
             })?;
         }
         Some(mut child) => {
             let mut status = None;
-            rec.pump(&samplers, || match try_wait(&mut child) {
-                Ok(Some(s)) => {
-                    status = Some(Ok(s));
-                    true
+            // When the signal that ends the recording was handed on to the command.
+            let mut told: Option<Instant> = None;
+            rec.pump(&samplers, || {
+                match try_wait(&mut child) {
+                    Ok(Some(s)) => {
+                        status = Some(Ok(s));
+                        return true;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        status = Some(Err(e));
+                        return true;
+                    }
                 }
-                Ok(None) => false,
-                Err(e) => {
-                    status = Some(Err(e));
-                    true
+                let sig = stopped_by.load(Ordering::Relaxed);
+                if sig == 0 {
+                    return false;
+                }
+                match told {
+                    None => {
+                        hand_on(&child, sig);
+                        told = Some(Instant::now());
+                        false
+                    }
+                    // Its exit records are worth a moment; the file is not worth more.
+                    Some(at) => at.elapsed() >= GRACE,
                 }
             })?;
-            let status = match status {
-                Some(s) => s,
-                None => child.wait(),
-            }
-            .map_err(|e| fail(format!("waiting for the command: {e}")))?;
-            let code = match (status.code(), status.signal()) {
-                (Some(c), _) => c,
-                (None, Some(sig)) => 128 + sig,
-                _ => 1,
+            let code = match status {
+                Some(s) => {
+                    let s = s.map_err(|e| fail(format!("waiting for the command: {e}")))?;
+                    match (s.code(), s.signal()) {
+                        (Some(c), _) => c,
+                        (None, Some(sig)) => 128 + sig,
+                        _ => 1,
+                    }
+                }
+                // Still running past the grace: killed once the file is written.
+                None => {
+                    still_running = Some(child);
+                    128 + stopped_by.load(Ordering::Relaxed) as i32
+                }
             };
             exit = ExitCode::from(code.clamp(0, 255) as u8);
         }
@@ -262,8 +300,48 @@ fn run() -> Result<ExitCode, Fail> {
     }
     // The records written until the end: the command's exit, the last samples.
     rec.drain(&samplers)?;
-    finish(&a, &samplers, rec, kernel_build_id)?;
+    let finished = finish(&a, &samplers, rec, kernel_build_id);
+    if let Some(mut child) = still_running {
+        eprintln!("record: the command did not end on the signal: killing it");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    finished?;
     Ok(exit)
+}
+
+/// The signals that end a recording with a complete file.
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// How long a command sent the signal that ended the recording may take to exit before the file
+/// is finished without its last records.
+const GRACE: Duration = Duration::from_millis(300);
+
+/// Sends `child` the signal `sig` (one of [`STOP_SIGNALS`]).
+fn hand_on(child: &Child, sig: usize) {
+    if let Some(sig) = i32::try_from(sig)
+        .ok()
+        .and_then(rustix::process::Signal::from_named_raw)
+    {
+        let _ = rustix::process::kill_process(rustix::process::Pid::from_child(child), sig);
+    }
+}
+
+/// The output, created new (`O_CREAT|O_EXCL|O_NOFOLLOW`) once an old file is moved aside: a link
+/// planted at its name in a shared folder is moved aside, never followed, and one planted again
+/// meanwhile fails the create instead of redirecting the write.
+fn create_output(path: &Path) -> Result<File, Fail> {
+    keep_old(path)?;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| fail(format!("cannot create {}: {e}", path.display())))
 }
 
 /// The counters, their rings, and the file with what predates the recording written.
@@ -281,6 +359,7 @@ fn prepare(
     target: &Target,
     cpus: &[u32],
     exec: Option<&FromExec>,
+    file: File,
 ) -> Result<Prepared, Fail> {
     let opened = open(a, target, cpus, exec)?;
     let samplers = map_rings(&opened, a.pages_exp)?;
@@ -310,8 +389,11 @@ fn prepare(
     };
 
     // The file, and what predates the recording.
-    let mut w = PerfDataWriter::create(&a.output, events.into_iter().map(|(_, e)| e).collect())
-        .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
+    let mut w = PerfDataWriter::new(
+        BufWriter::with_capacity(1 << 16, file),
+        events.into_iter().map(|(_, e)| e).collect(),
+    )
+    .map_err(|e| fail(format!("cannot write {}: {e}", a.output.display())))?;
     let mut kernel_build_id = None;
     if opened.kernel {
         match synth::kernel_text() {

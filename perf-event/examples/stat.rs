@@ -21,6 +21,12 @@
 //! On a hybrid CPU a generalized event (`cycles`) is opened once per core PMU (`cpu_core`,
 //! `cpu_atom`); like perf, its rows are summed back into one `cycles` row (counts and times), and
 //! `--no-merge` prints one row per PMU (`cpu_core/cycles/`, `cpu_atom/cycles/`).
+//!
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP end the counting within a second and the counts are
+//! printed: a command still running is sent the same signal, and killed if it has not exited a
+//! moment later. A second signal ends the process at once. `-o FILE` is created new
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, after removing an old file of that name), so a link planted in a
+//! shared folder is never followed.
 #![forbid(unsafe_code)]
 
 #[path = "stat/args.rs"]
@@ -34,9 +40,10 @@ mod workload;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -146,7 +153,7 @@ fn run() -> Result<ExitCode, Fail> {
     let specs = resolve_events(&a)?;
     let mut out: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(
-            File::create(path)
+            create_output(path)
                 .map_err(|e| Fail::Error(format!("cannot create {}: {e}", path.display())))?,
         ),
         None => Box::new(io::stderr()),
@@ -154,9 +161,18 @@ fn run() -> Result<ExitCode, Fail> {
 
     // Ctrl-C stops the counting of -p/--duration; with a command it reaches the command too (same
     // process group), which exits, and the counts are printed, as perf does.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
-        .map_err(|e| Fail::Error(format!("cannot install the SIGINT handler: {e}")))?;
+    // SIGTERM (systemd's and docker's stop) and SIGHUP as Ctrl-C; `interrupted` holds the signal
+    // (0: none yet). A second one ends the process at once.
+    let interrupted = Arc::new(AtomicUsize::new(0));
+    let again = Arc::new(AtomicBool::new(false));
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_default(sig, Arc::clone(&again))
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&again)))
+            .and_then(|_| {
+                signal_hook::flag::register_usize(sig, Arc::clone(&interrupted), sig as usize)
+            })
+            .map_err(|e| Fail::Error(format!("cannot install the handler of signal {sig}: {e}")))?;
+    }
 
     let what = if !a.command.is_empty() {
         Run::Command
@@ -194,7 +210,7 @@ fn run() -> Result<ExitCode, Fail> {
     for _ in 0..runs {
         let m = measure(&a, &specs, &target, &what, &opts, &interrupted, &mut out)?;
         measured.push(m);
-        if interrupted.load(Ordering::Relaxed) {
+        if interrupted.load(Ordering::Relaxed) != 0 {
             break;
         }
     }
@@ -309,7 +325,7 @@ fn measure(
     target: &Target,
     what: &Run,
     opts: &Opts,
-    interrupted: &AtomicBool,
+    interrupted: &AtomicUsize,
     out: &mut Box<dyn Write>,
 ) -> Result<Measured, Fail> {
     // A cumulative count: `cargo run` execs this program in cargo's process, whose children
@@ -384,11 +400,9 @@ fn measure(
             let deadline = a
                 .duration
                 .map_or(start + Duration::from_secs(1 << 40), |d| start + d);
-            let status = match (a.duration, a.interval) {
-                (None, None) => child.wait(),
-                _ => wait_until(&mut child, deadline, interrupted, &mut tick),
-            }
-            .map_err(|e| Fail::Error(format!("waiting for the command: {e}")))?;
+            // Not a plain wait: a signal sent to this process alone must end it too.
+            let status = wait_until(&mut child, deadline, interrupted, &mut tick)
+                .map_err(|e| Fail::Error(format!("waiting for the command: {e}")))?;
             elapsed = start.elapsed();
             if let Some(e) = failed {
                 return Err(e);
@@ -423,7 +437,7 @@ fn measure(
                 if let Some(t) = ticker.as_mut() {
                     t.maybe_print(a, specs, &opened, out, false)?;
                 }
-                if interrupted.load(Ordering::Relaxed) {
+                if interrupted.load(Ordering::Relaxed) != 0 {
                     break;
                 }
                 let now = Instant::now();
@@ -924,24 +938,79 @@ impl Ticker {
     }
 }
 
-/// Waits for `child` until `deadline` or Ctrl-C, then kills it; `tick` runs every few ms.
+/// Waits for `child` until `deadline`, then kills it, or until a signal in `interrupted`, then
+/// hands that signal on to it and kills it if it has not exited after [`GRACE`]; `tick` runs every
+/// few ms.
 fn wait_until(
     child: &mut std::process::Child,
     deadline: Instant,
-    interrupted: &AtomicBool,
+    interrupted: &AtomicUsize,
     tick: &mut dyn FnMut(),
 ) -> io::Result<std::process::ExitStatus> {
+    let mut told: Option<Instant> = None;
     loop {
         tick();
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = try_wait(child)? {
             return Ok(status);
         }
-        if Instant::now() >= deadline || interrupted.load(Ordering::Relaxed) {
+        let sig = interrupted.load(Ordering::Relaxed);
+        if sig != 0 && told.is_none() {
+            if let Some(s) = i32::try_from(sig)
+                .ok()
+                .and_then(rustix::process::Signal::from_named_raw)
+            {
+                let _ = rustix::process::kill_process(rustix::process::Pid::from_child(child), s);
+            }
+            told = Some(Instant::now());
+        }
+        if Instant::now() >= deadline || told.is_some_and(|t| t.elapsed() >= GRACE) {
             // Already exited between the two calls is fine: kill then reports an error we ignore.
             let _ = child.kill();
             return child.wait();
         }
         sleep(Duration::from_millis(2));
+    }
+}
+
+/// `Child::try_wait`, retried when a signal interrupts it.
+fn try_wait(child: &mut std::process::Child) -> io::Result<Option<std::process::ExitStatus>> {
+    loop {
+        match child.try_wait() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The signals that end the counting with the counts printed.
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// How long a command sent the signal that ended the counting may take to exit before it is
+/// killed.
+const GRACE: Duration = Duration::from_millis(300);
+
+/// `-o FILE`, created new (`O_CREAT|O_EXCL|O_NOFOLLOW`): an old file of that name, or a link
+/// planted there in a shared folder, is removed (the link itself, never what it points to) and the
+/// create tried again.
+fn create_output(path: &std::path::Path) -> io::Result<File> {
+    let mut tries = 0;
+    loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 3 => {
+                tries += 1;
+                fs::remove_file(path)?;
+            }
+            r => return r,
+        }
     }
 }
 

@@ -18,16 +18,19 @@
 //!
 //! The format follows each output's extension: `.pb.gz`/`.pprof` (pprof), `.folded`, `.svg`,
 //! `.otlp` (OTLP profiles, alpha).
-//! Ctrl-C, `-d` or the command's end stops the capture; every output is then written (to a
-//! temporary file, renamed when complete). Exit status: 0 when the outputs were written, 1 when
-//! the capture or a write failed, 2 for a bad command line.
+//! Ctrl-C (SIGINT), SIGTERM, SIGHUP, `-d` or the command's end stops the capture; every output is
+//! then written (to a new temporary file beside it, renamed when complete: a link planted in a
+//! shared folder is never followed). A command still running is sent the signal that stopped the
+//! capture. A second signal ends the profiler at once. Exit status: 0 when the outputs were
+//! written, 1 when the capture or a write failed, 2 for a bad command line (every number and
+//! duration is range-checked).
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,13 +46,14 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
                [--symbolize local|functions|none] [--off-cpu[=METHOD]] [--doctor] [--service NAME]
                [--every SECS]
                [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
-                [--retry-max SECS]] [-o FILE ...]
+                [--retry-max SECS] [--allow-insecure-http]] [-o FILE ...]
 
-  -F HZ              samples per second per CPU (default 99)
+  -F HZ              samples per second per CPU, 1 to 100000 (default 99)
   -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
   -p PID,...         these running processes, their new threads and children
   -- CMD ARGS...     run CMD and profile it and its children
-  -d SECS            stop after SECS seconds (default: Ctrl-C, or the command's or processes' end)
+  -d SECS            stop after SECS seconds (default: Ctrl-C, SIGTERM or SIGHUP, or the command's
+                     or processes' end)
   -g fp              call chains from frame pointers, user and kernel (default)
   -g dwarf[,SIZE]    copy SIZE bytes of user stack (default 8192) and unwind with .eh_frame
   --symbolize MODE   local: function names, file:line and inlined functions from the binaries'
@@ -75,13 +79,16 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
   --push URL         send each profile: OTLP/HTTP when the path ends in /v1development/profiles,
                      Pyroscope when it ends in /ingest. Credentials from PERF_PROFILE_PUSH_TOKEN,
                      PERF_PROFILE_PUSH_USER + PERF_PROFILE_PUSH_PASSWORD, PERF_PROFILE_PUSH_HEADERS
-                     (Name=value,...), or --credentials FILE
+                     (Name=value,...), or --credentials FILE; credentials go over https only,
+                     or to a loopback address (127.0.0.0/8, ::1, localhost)
   --ca FILE          trust the CA certificates of this PEM file (default: the system's)
   --credentials FILE token = ..., user = ..., password = ..., header = Name: value lines
   --queue-bytes N    the most bytes of profiles kept pending while the endpoint fails (default
                      8388608); older ones merge, then the oldest are dropped (counted, reported)
   --label K=V        a Pyroscope label (repeatable)
   --retry-max SECS   the longest delay between retries (default 30)
+  --allow-insecure-http  send credentials over http:// to a host that is not loopback (with a
+                     warning): anyone on the path reads them
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
                      .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
                      May be given several times.";
@@ -111,8 +118,31 @@ struct Args {
     queue_bytes: Option<usize>,
     labels: Vec<(String, String)>,
     retry_max: Option<Duration>,
+    allow_insecure_http: bool,
     outputs: Vec<(PathBuf, Format)>,
 }
+
+/// The shortest and the longest duration the command line takes (`-d`, `--every`, `--retry-max`):
+/// a millisecond, and about 31 years (far from `Instant`'s and `Duration`'s limits).
+const SECS_RANGE: (f64, f64) = (0.001, 1e9);
+
+/// `v`, the value of `flag`, as a duration in seconds within [`SECS_RANGE`].
+fn seconds(flag: &str, v: &str) -> Result<Duration, Fail> {
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| (SECS_RANGE.0..=SECS_RANGE.1).contains(s))
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            Fail::Usage(format!(
+                "{flag} {v}: give seconds from {} to {:e}, e.g. {flag} 5 or {flag} 0.5",
+                SECS_RANGE.0, SECS_RANGE.1
+            ))
+        })
+}
+
+/// The kernel's highest sampling frequency (`perf_event_max_sample_rate` caps it lower).
+const MAX_FREQUENCY: u64 = 100_000;
 
 fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail> {
     use lexopt::prelude::*;
@@ -137,6 +167,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         queue_bytes: None,
         labels: Vec::new(),
         retry_max: None,
+        allow_insecure_http: false,
         outputs: Vec::new(),
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -144,9 +175,16 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             Short('h') | Long("help") => return Ok(None),
             Short('F') => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
-                a.frequency = v.parse().ok().filter(|&f| f > 0).ok_or_else(|| {
-                    Fail::Usage(format!("-F {v}: give samples per second, e.g. -F 99"))
-                })?;
+                a.frequency = v
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|f| (1..=MAX_FREQUENCY).contains(f))
+                    .ok_or_else(|| {
+                        Fail::Usage(format!(
+                            "-F {v}: give samples per second from 1 to {MAX_FREQUENCY}, e.g. -F 99"
+                        ))
+                    })?;
             }
             Short('a') => a.all = true,
             Short('p') => {
@@ -161,14 +199,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             }
             Short('d') => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| {
-                        Fail::Usage(format!("-d {v}: give seconds, e.g. -d 5 or -d 0.5"))
-                    })?;
-                a.duration = Some(Duration::from_secs_f64(secs));
+                a.duration = Some(seconds("-d", &v)?);
             }
             Short('g') => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
@@ -194,12 +225,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                     String::new()
                 };
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| Fail::Usage(format!("--{which} {v}: give seconds, e.g. 10")))?;
-                let d = Some(Duration::from_secs_f64(secs));
+                let d = Some(seconds(&format!("--{which}"), &v)?);
                 if which == "every" {
                     a.every = d;
                 } else {
@@ -219,14 +245,21 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
                 }
             }
             Long("doctor") => a.doctor = true,
+            Long("allow-insecure-http") => a.allow_insecure_http = true,
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("queue-bytes") => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
-                a.queue_bytes = Some(v.parse().map_err(|_| {
-                    Fail::Usage(format!("--queue-bytes {v}: give bytes, e.g. 8388608"))
-                })?);
+                a.queue_bytes = Some(
+                    v.trim()
+                        .parse()
+                        .ok()
+                        .filter(|&n: &usize| n > 0)
+                        .ok_or_else(|| {
+                            Fail::Usage(format!("--queue-bytes {v}: give bytes, e.g. 8388608"))
+                        })?,
+                );
             }
             Long("label") => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
@@ -327,9 +360,18 @@ fn run() -> Result<(), Fail> {
         Some(url) => Some(start_pusher(url, &a)?),
         None => None,
     };
+    // What systemd, docker and a closed terminal send, besides Ctrl-C: each ends the capture
+    // and the outputs are written; a second one ends the process at once (a stuck write or push).
     let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
-        .map_err(|e| Fail::Error(format!("cannot install the SIGINT handler: {e}")))?;
+    let stopped_by = Arc::new(AtomicUsize::new(0));
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_default(sig, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&stop)))
+            .and_then(|_| {
+                signal_hook::flag::register_usize(sig, Arc::clone(&stopped_by), sig as usize)
+            })
+            .map_err(|e| Fail::Error(format!("cannot install the handler of signal {sig}: {e}")))?;
+    }
 
     let target = if a.all {
         Target::System
@@ -424,6 +466,22 @@ fn run() -> Result<(), Fail> {
     if progressed {
         eprintln!();
     }
+    let signal = stopped_by.load(Ordering::Relaxed);
+    if signal != 0 {
+        eprintln!("profile: signal {signal}: ending the capture");
+        // perf's way: the command still running is told to end too, with the same signal.
+        if status.is_none() {
+            if let Some(child) = p.child_mut() {
+                if let Some(sig) = i32::try_from(signal)
+                    .ok()
+                    .and_then(rustix::process::Signal::from_named_raw)
+                {
+                    let _ =
+                        rustix::process::kill_process(rustix::process::Pid::from_child(child), sig);
+                }
+            }
+        }
+    }
     p.stop().map_err(fail)?;
     let total = p.stats().samples;
     let profile = p.finish().map_err(fail)?;
@@ -479,6 +537,13 @@ fn run() -> Result<(), Fail> {
     }
 }
 
+/// The signals that end a capture, with every output written.
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
 /// `--doctor`: what will and will not work here, for the target given (its binary checked too).
 fn doctor(a: &Args) -> Result<(), Fail> {
     let mut o = DoctorOptions::default();
@@ -519,6 +584,9 @@ fn start_pusher(url: &str, a: &Args) -> Result<Pusher, Fail> {
     }
     .map_err(fail)?;
     o.ca_file = a.ca.clone();
+    o.allow_insecure_http = a.allow_insecure_http;
+    // The URL and where its credentials may go are the command line's to fix: exit 2.
+    o.check().map_err(|e| Fail::Usage(e.to_string()))?;
     o.labels = a.labels.clone();
     if let Some(q) = a.queue_bytes {
         o.queue_bytes = q;
@@ -554,20 +622,12 @@ fn deliver(
     }
 }
 
-/// Fails when a file cannot be created in `path`'s folder.
+/// Fails when a file cannot be created in `path`'s folder (the way the output will be: a new file
+/// of an unpredictable name, no link followed).
 fn check_writable(path: &std::path::Path) -> Result<(), Fail> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let probe = dir.join(format!(".profile-probe-{}", std::process::id()));
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(Fail::Error(format!("cannot write {}: {e}", path.display()))),
-    }
+    let path = PathBuf::from(path.to_string_lossy().replace("{n}", "0"));
+    perf_profile::export::check_writable(&path)
+        .map_err(|e| Fail::Error(format!("cannot write {e}")))
 }
 
 /// Whether the process runs (a zombie counts as gone).

@@ -15,7 +15,13 @@
 //! HTTPS checks the server against the system's CA certificates (`SSL_CERT_FILE`, else the
 //! distribution's bundle) or a given CA file. Credentials ([`Credentials`]) come from the
 //! environment or a file, never from a command line, and never appear in logs or errors: a server
-//! that echoes them back has them replaced by `[redacted]`.
+//! that echoes them back has them replaced by `[redacted]`. They go over `https://` only, or to a
+//! loopback address (`127.0.0.0/8`, `::1`, `localhost`), unless
+//! [`PushOptions::allow_insecure_http`] says otherwise (then a warning is logged).
+//!
+//! Redirects are not followed: a `3xx` answer is a failed attempt, retried and counted like a
+//! `5xx`, and never counts as delivered (a redirect would carry the credentials to wherever it
+//! points, and turn the `POST` into a body-less `GET`).
 //!
 //! # Delivery
 //!
@@ -23,7 +29,7 @@
 //! profiles not yet accepted in a queue bounded by bytes (their encoded size before compression,
 //! [`PushOptions::queue_bytes`]):
 //!
-//! - a failed push (connection refused, a timeout, HTTP 5xx, 408 or 429) is retried with
+//! - a failed push (connection refused, a timeout, HTTP 5xx, 3xx, 408 or 429) is retried with
 //!   exponential backoff ([`PushOptions::backoff`]);
 //! - when the queue grows past its bound, the older pending profiles are merged into one (their
 //!   stacks add up; one request instead of many);
@@ -311,6 +317,9 @@ pub struct PushOptions {
     pub backoff: (Duration, Duration),
     /// Labels for Pyroscope's `name` (besides `hostname`), `key=value`.
     pub labels: Vec<(String, String)>,
+    /// Send credentials over cleartext `http://` to a host that is not a loopback address (default
+    /// `false`: such a configuration is refused by [`check`](Self::check)); a warning is logged.
+    pub allow_insecure_http: bool,
     /// Where log lines go (default: standard error, prefixed `perf-profile push: `).
     pub log: Log,
 }
@@ -325,6 +334,7 @@ impl std::fmt::Debug for PushOptions {
             .field("timeout", &self.timeout)
             .field("backoff", &self.backoff)
             .field("labels", &self.labels)
+            .field("allow_insecure_http", &self.allow_insecure_http)
             .finish_non_exhaustive()
     }
 }
@@ -340,8 +350,50 @@ impl PushOptions {
             timeout: Duration::from_secs(10),
             backoff: (Duration::from_millis(500), Duration::from_secs(30)),
             labels: Vec::new(),
+            allow_insecure_http: false,
             log: Arc::new(|line| eprintln!("perf-profile push: {line}")),
         }
+    }
+
+    /// Checks the URL ([`protocol_of`]) and where its credentials would go: over `https://`, or
+    /// `http://` to a loopback address (`127.0.0.0/8`, `::1`, `localhost`), or anywhere with
+    /// [`allow_insecure_http`](Self::allow_insecure_http). Returns the protocol.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] as [`protocol_of`], or for credentials that would cross the network
+    /// in cleartext (the message names the host, never a credential).
+    pub fn check(&self) -> Result<Protocol> {
+        let protocol = protocol_of(&self.url)?;
+        if let Some(host) = self.cleartext_host() {
+            if !self.allow_insecure_http {
+                return Err(Error::InvalidOption(format!(
+                    "push URL {:?}: credentials would cross the network in cleartext to {host}: \
+                     use https://, a loopback address, or allow it explicitly (the profile \
+                     example's --allow-insecure-http)",
+                    self.url
+                )));
+            }
+        }
+        Ok(protocol)
+    }
+
+    /// The host credentials would be sent to over cleartext http when it is not loopback.
+    fn cleartext_host(&self) -> Option<String> {
+        if self.credentials.headers().is_empty() {
+            return None;
+        }
+        let uri: ureq::http::Uri = self.url.parse().ok()?;
+        if uri.scheme_str() != Some("http") {
+            return None;
+        }
+        let host = uri.host().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = bare.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (!loopback).then(|| host.to_owned())
     }
 }
 
@@ -353,7 +405,7 @@ pub struct PushStats {
     pub sent: u64,
     /// Samples in them.
     pub sent_samples: u64,
-    /// Attempts that failed and were to be retried (refused, timed out, 5xx, 408, 429).
+    /// Attempts that failed and were to be retried (refused, timed out, 5xx, 3xx, 408, 429).
     pub failed_attempts: u64,
     /// Requests the endpoint refused for good (other 4xx).
     pub rejected: u64,
@@ -390,10 +442,17 @@ impl Pusher {
     ///
     /// [`Error::InvalidOption`] for a URL that is not `http(s)://HOST/…` with a path ending in
     /// `/v1development/profiles` or `/ingest`, or one carrying credentials (`user:pass@`: they
-    /// would show in `ps`); [`Error::Io`] when the CA file cannot be read, [`Error::InvalidOption`]
-    /// when it has no certificate.
+    /// would show in `ps`), or credentials over cleartext http ([`PushOptions::check`]);
+    /// [`Error::Io`] when the CA file cannot be read, [`Error::InvalidOption`] when it has no
+    /// certificate.
     pub fn start(opts: PushOptions) -> Result<Self> {
-        let protocol = protocol_of(&opts.url)?;
+        let protocol = opts.check()?;
+        if let Some(host) = opts.cleartext_host() {
+            (opts.log)(&format!(
+                "warning: credentials go to {host} over cleartext http (allowed by \
+                 allow_insecure_http): anyone on the path can read them"
+            ));
+        }
         let roots = match &opts.ca_file {
             Some(path) => read_certs(path)?,
             None => system_certs(),
@@ -406,6 +465,9 @@ impl Pusher {
             .tls_config(TlsConfig::builder().root_certs(roots).build())
             .timeout_global(Some(opts.timeout))
             .http_status_as_error(false)
+            // A redirect would re-send the credentials to wherever it points (and turn the POST
+            // into a body-less GET whose 200 would count as delivered): the 3xx is an answer.
+            .max_redirects(0)
             .user_agent(concat!("perf-profile/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
@@ -841,7 +903,12 @@ impl Sender {
                     text.trim()
                 ));
                 let code = status.as_u16();
-                if code >= 500 || code == 408 || code == 429 {
+                if status.is_redirection() {
+                    Outcome::Retry(format!(
+                        "{why} (a redirect, not followed: the credentials stay with the URL \
+                         given; push to the address it names instead)"
+                    ))
+                } else if code >= 500 || code == 408 || code == 429 {
                     Outcome::Retry(why)
                 } else if code == 401 || code == 403 {
                     Outcome::Rejected(format!(
@@ -1240,5 +1307,103 @@ mod tests {
             "{logged:?}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // The push endpoint's answers and the push URL as an attacker shapes them (issue 33).
+
+    #[test]
+    fn a_redirect_is_a_failed_attempt_and_the_secrets_never_reach_its_target() {
+        // The second origin records whatever reaches it and says 200 to anything.
+        let elsewhere = Receiver::serve(0, None, SERVE, |_, _| (200, String::new()));
+        let to = format!("http://127.0.0.1:{}/ingest", elsewhere.port);
+        let first = Receiver::redirect(SERVE, to);
+        let mut o = opts(format!("http://127.0.0.1:{}/ingest", first.port));
+        o.credentials =
+            Credentials::bearer("tok-s3cret").with_header("X-Scope-OrgID", "tenant-s3cret");
+        let p = Pusher::start(o).unwrap();
+        p.push(synthetic(&[1, 2], 4));
+        let st = p.finish(Duration::from_millis(500));
+        println!("{st:?}");
+        let reached = elsewhere.seen.lock().unwrap().clone();
+        for r in &reached {
+            println!("the redirect's target got: {} {:?}", r.path, r.headers);
+        }
+        assert!(
+            reached.is_empty(),
+            "{} requests followed the redirect to the other origin",
+            reached.len()
+        );
+        assert!(!first.seen.lock().unwrap().is_empty());
+        assert_eq!(
+            (st.sent, st.sent_samples),
+            (0, 0),
+            "counted as sent: {st:?}"
+        );
+        assert!(st.failed_attempts >= 1, "{st:?}");
+        assert_eq!((st.dropped_profiles, st.dropped_samples), (1, 4), "{st:?}");
+        let err = st.last_error.unwrap_or_default();
+        assert!(err.contains("302") && err.contains("redirect"), "{err}");
+    }
+
+    #[test]
+    fn credentials_over_cleartext_http_go_to_loopback_only() {
+        // 0.0.0.0 reaches this machine (Linux connects it to loopback) but is no loopback address:
+        // the stand-in for a remote host that the test can still listen for.
+        let rx = Receiver::serve(0, None, SERVE, |_, _| (200, String::new()));
+        let remote = format!("http://0.0.0.0:{}/ingest", rx.port);
+        for creds in [
+            Credentials::bearer("tok-s3cret"),
+            Credentials::basic("u", "pw-s3cret"),
+            Credentials::none().with_header("X-Scope-OrgID", "tenant-s3cret"),
+        ] {
+            let mut o = opts(remote.clone());
+            o.credentials = creds.clone();
+            match Pusher::start(o) {
+                Ok(p) => {
+                    p.push(synthetic(&[1, 2], 3));
+                    let st = p.finish(Duration::from_secs(5));
+                    panic!(
+                        "{creds:?} accepted for cleartext http to a non-loopback host: {st:?}, \
+                         the receiver got {} requests",
+                        rx.got.lock().unwrap().len()
+                    );
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(e.contains("https://") && e.contains("0.0.0.0"), "{e}");
+                    assert!(!e.contains("s3cret"), "{e}");
+                }
+            }
+        }
+        // Allowed explicitly: sent, with a warning that names the host (not the token).
+        let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+        let mut o = opts(remote.clone());
+        o.credentials = Credentials::bearer("tok-s3cret");
+        o.allow_insecure_http = true;
+        let l = Arc::clone(&logged);
+        o.log = Arc::new(move |line| l.lock().unwrap().push(line.to_owned()));
+        let p = Pusher::start(o).unwrap();
+        p.push(synthetic(&[1, 2], 3));
+        let st = p.finish(Duration::from_secs(10));
+        assert_eq!(st.sent, 1, "{st:?}");
+        assert_eq!(
+            rx.got.lock().unwrap()[0].header("authorization"),
+            Some("Bearer tok-s3cret")
+        );
+        let logged = logged.lock().unwrap();
+        assert!(
+            logged
+                .iter()
+                .any(|l| l.contains("warning") && l.contains("0.0.0.0") && l.contains("cleartext")),
+            "{logged:?}"
+        );
+        assert!(logged.iter().all(|l| !l.contains("s3cret")), "{logged:?}");
+        // Without credentials, and to loopback addresses, cleartext is fine.
+        assert!(Pusher::start(opts(remote.clone())).is_ok());
+        for host in ["127.0.0.1", "127.1.2.3", "[::1]", "localhost", "LOCALHOST"] {
+            let mut o = opts(format!("http://{host}:{}/ingest", rx.port));
+            o.credentials = Credentials::bearer("tok");
+            assert!(Pusher::start(o).is_ok(), "{host}");
+        }
     }
 }

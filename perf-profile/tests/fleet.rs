@@ -223,6 +223,8 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     require_cc!();
     let dir = scratch("continuous");
     let calls = build_c(&dir, "calls");
+    // Built before the receiver's clock starts.
+    example();
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
@@ -298,6 +300,8 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     );
     let dir = scratch("ingest");
     let calls = build_c(&dir, "calls");
+    // Built before the receiver's clock starts.
+    example();
     let rx = Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/ingest", rx.port);
     let err = text(
@@ -610,9 +614,10 @@ fn soak(symbolize: &str) {
         .ok()
         .and_then(|o| text(&o.stdout).trim().parse().ok())
         .unwrap_or(100);
+    // Built before the receiver's clock starts.
+    let bin = example();
     let rx = Receiver::start_for(std::time::Duration::from_secs(secs + 120), |_| 200);
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
-    let bin = example();
     let release = bin.to_string_lossy().contains("/release/");
     let mut child = Command::new(&bin)
         .args(["-a", "-F", "99", "--every", "10", "--symbolize", symbolize])
@@ -719,6 +724,8 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     require_cc!();
     let dir = scratch("slow");
     let calls = build_c(&dir, "calls");
+    // Built before the receiver's clock starts.
+    example();
     // Each answer takes 0.8 s: far longer than an interval.
     let rx = Receiver::start(|_| {
         std::thread::sleep(std::time::Duration::from_millis(800));

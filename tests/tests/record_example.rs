@@ -1058,3 +1058,212 @@ fn a_hybrid_event_is_recorded_per_pmu_on_its_cpus() {
     }
     perf_script_shows(&file, "cpu,event", &names);
 }
+
+/// Waits (up to a minute) for `file` to exist, lets `child` run `after` more, sends it `signal`
+/// (by `kill`, to it alone): its exit status, and the seconds from the signal to its exit (a child that
+/// is still running 20 s after the signal is killed).
+fn signal_once_running(
+    mut child: std::process::Child,
+    file: &Path,
+    after: Duration,
+    signal: &str,
+) -> (std::process::ExitStatus, f64) {
+    let t = std::time::Instant::now();
+    while !file.exists() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(file.exists(), "{} never appeared", file.display());
+    std::thread::sleep(after);
+    let sent = std::time::Instant::now();
+    let k = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(k.success());
+    while child.try_wait().unwrap().is_none() && sent.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = sent.elapsed().as_secs_f64();
+    let _ = child.kill();
+    (child.wait().unwrap(), took)
+}
+
+/// SIGTERM (systemd's and docker's stop), SIGHUP and SIGINT sent to `record` alone end the
+/// recording within a second with a complete file: `perf report` and `perf script` read it and
+/// count the samples the summary says, for a command and for `-p`.
+#[test]
+fn sigterm_sighup_and_sigint_end_the_recording_with_a_file_perf_reads() {
+    require!(
+        has_perf(),
+        Skip::Environment,
+        "the perf tool is not installed (Debian: apt-get install linux-perf)"
+    );
+    let dir = TempDir::new("signals");
+    let Some(busy) = busy_program(&dir.0) else {
+        return;
+    };
+    let bin = record_bin();
+    // Its stderr into a file: the command it runs inherits a pipe and would hold it open.
+    let spawn = |args: &[&str], log: &Path| {
+        Command::new(bin)
+            .args(args)
+            .current_dir(&dir.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let cases = [
+        ("cmd-TERM.data", "TERM"),
+        ("cmd-HUP.data", "HUP"),
+        ("cmd-INT.data", "INT"),
+        ("pid-TERM.data", "TERM"),
+    ];
+    for (name, signal) in cases {
+        // The command would run for a minute.
+        let target = name.starts_with("pid").then(|| {
+            Command::new(&busy)
+                .arg("60")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        });
+        let log = dir.0.join(format!("{name}.log"));
+        let child = match &target {
+            Some(t) => spawn(&["-F", "999", "-o", name, "-p", &t.id().to_string()], &log),
+            None => spawn(
+                &["-F", "999", "-o", name, "--", busy.to_str().unwrap(), "60"],
+                &log,
+            ),
+        };
+        let file = dir.0.join(name);
+        let (status, took) = signal_once_running(child, &file, Duration::from_millis(700), signal);
+        if let Some(mut t) = target {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
+        let err = std::fs::read_to_string(&log).unwrap();
+        println!("{name}: SIG{signal}: {status} {took:.2} s after the signal\n{err}");
+        assert!(
+            took < 1.0,
+            "{name}: SIG{signal}: {took:.2} s to end the recording: {err}"
+        );
+        let samples = summary_samples(&err);
+        assert!(samples >= 50, "{name}: only {samples} samples");
+        perf_reads(&file, samples, false);
+    }
+}
+
+/// Whether `setpriv` (util-linux) runs perl as `nobody` here (as root).
+fn can_be_nobody() -> bool {
+    Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "perl",
+            "-e",
+            "1",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A sticky world-writable folder (as /tmp) where the user nobody re-plants a link to a root-owned
+/// file at the output's name as fast as it can while `record -o` runs again and again: the file
+/// outside the output never changes (the output is created new, `O_EXCL|O_NOFOLLOW`, after the old
+/// one is moved aside; a link planted in between fails the create instead of being followed).
+#[test]
+fn a_link_planted_at_the_output_is_never_followed() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "playing the user nobody next to a root recorder needs root"
+    );
+    require!(
+        can_be_nobody(),
+        Skip::Environment,
+        "setpriv (util-linux), perl or the user nobody is missing"
+    );
+    let dir = TempDir::new("links");
+    use std::os::unix::fs::PermissionsExt;
+    let shared = dir.0.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = dir.0.join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let out = shared.join("out.data");
+    let bin = record_bin();
+    let mut attacker = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "perl",
+            "-e",
+        ])
+        .arg(format!(
+            "my $end = time + 60; while (time < $end) {{ symlink('{}', '{}') }}",
+            victim.display(),
+            out.display()
+        ))
+        .spawn()
+        .unwrap();
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..40 {
+        let o = Command::new(bin)
+            .args(["-e", "cpu-clock", "-o"])
+            .arg(&out)
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if o.status.success() {
+            ok += 1;
+        } else {
+            refused += 1;
+            let err = text(&o.stderr);
+            assert!(err.contains("cannot create"), "{err}");
+        }
+        if std::fs::read(&victim).unwrap() != b"precious\n" {
+            break;
+        }
+    }
+    let _ = attacker.kill();
+    let _ = attacker.wait();
+    println!("{ok} recordings written, {refused} refused the name the attacker took");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"precious\n",
+        "the root-owned file outside -o was written through the planted link"
+    );
+}
+
+/// Every number on the command line is range-checked: out of range, the message names the value,
+/// and the exit status is 2, never a panic.
+#[test]
+fn numbers_out_of_range_exit_2_never_a_panic() {
+    let dir = TempDir::new("ranges");
+    let bad: &[(&str, &[&str])] = &[
+        ("-F", &["0", "-1", "1e3", "18446744073709551616"]),
+        ("-c", &["0", "9223372036854775808", "18446744073709551616"]),
+        ("-m", &["0", "3", "2097152", "18446744073709551616"]),
+        (
+            "--call-graph",
+            &["dwarf,0", "dwarf,65536", "dwarf,4294967296", "dwarf,-8"],
+        ),
+    ];
+    for (flag, values) in bad {
+        for v in *values {
+            let o = record(&[flag, v, "-o", "x.data", "--", "true"], &dir.0);
+            let err = text(&o.stderr);
+            assert!(!err.contains("panicked"), "{flag} {v}: {err}");
+            assert_eq!(o.status.code(), Some(2), "{flag} {v}: {err}");
+            let shown = v.rsplit(',').next().unwrap();
+            assert!(err.contains(shown), "{flag} {v}: the value is named: {err}");
+        }
+    }
+}

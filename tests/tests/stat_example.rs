@@ -801,3 +801,177 @@ fn interval_lines_as_perf_prints_them() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
 }
+
+/// SIGTERM (systemd's and docker's stop), SIGHUP and SIGINT sent to `stat` alone end the counting
+/// within a second and the counts are written (`-o`), for a command, `-p` and `-a --duration`.
+#[test]
+fn sigterm_sighup_and_sigint_end_the_counting_with_the_counts_written() {
+    require!(
+        is_root() || paranoid() <= 0,
+        Skip::Privilege,
+        "system-wide counting needs perf_event_paranoid <= 0"
+    );
+    let bin = stat_bin();
+    let dir = std::env::temp_dir().join(format!("stat-signals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (how, signal) in [
+        ("cmd", "TERM"),
+        ("cmd", "HUP"),
+        ("cmd", "INT"),
+        ("pid", "TERM"),
+        ("all", "TERM"),
+    ] {
+        let out = dir.join(format!("{how}-{signal}.txt"));
+        // What is counted would run for a minute.
+        let mut target = None;
+        let mut args: Vec<String> = vec!["-e".into(), "task-clock".into(), "-o".into()];
+        args.push(out.to_str().unwrap().into());
+        match how {
+            "cmd" => args.extend(["--".into(), "sleep".into(), "60".into()]),
+            "pid" => {
+                let t = Command::new("sleep").arg("60").spawn().unwrap();
+                args.extend(["-p".into(), t.id().to_string()]);
+                target = Some(t);
+            }
+            _ => args.extend(["-a".into(), "--duration".into(), "60".into()]),
+        }
+        // Its stderr into a file: the command it runs inherits a pipe and would hold it open.
+        let log = dir.join(format!("{how}-{signal}.log"));
+        let mut child = Command::new(bin)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        // The output is created before the counters open: from then on, wait a little.
+        let t = Instant::now();
+        while !out.exists() && t.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let sent = Instant::now();
+        assert!(Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap()
+            .success());
+        while child.try_wait().unwrap().is_none() && sent.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = sent.elapsed().as_secs_f64();
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if let Some(mut t) = target {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
+        let written = std::fs::read_to_string(&out).unwrap_or_default();
+        println!(
+            "{how} SIG{signal}: {status} {took:.2} s after the signal; {}\n{written}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            took < 1.0,
+            "{how} SIG{signal}: {took:.2} s to end the counting"
+        );
+        assert!(
+            written.contains("task-clock") && written.contains("seconds time elapsed"),
+            "{how} SIG{signal}: the counts were not written:\n{written}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A link the user nobody planted at `-o`'s name in a sticky world-writable folder (as /tmp) is
+/// replaced, never followed: the root-owned file it points to keeps its content.
+#[test]
+fn a_link_planted_at_the_output_is_never_followed() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "playing the user nobody next to a root stat needs root"
+    );
+    require!(
+        Command::new("setpriv")
+            .args([
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                "true"
+            ])
+            .status()
+            .is_ok_and(|s| s.success()),
+        Skip::Environment,
+        "setpriv (util-linux) or the user nobody is missing"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("stat-links-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let out = shared.join("counts.txt");
+    let ln = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "ln",
+            "-s",
+        ])
+        .arg(&victim)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(ln.success());
+    let o = stat(&[
+        "-e",
+        "task-clock",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "the root-owned file outside -o was written through the planted link"
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(std::fs::symlink_metadata(&out)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("task-clock"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every duration and number on the command line is range-checked: out of range, the message names
+/// the option and the value, and the exit status is 2, never a panic.
+#[test]
+fn durations_and_numbers_out_of_range_exit_2_never_a_panic() {
+    let bad: &[(&str, &[&str])] = &[
+        (
+            "--duration",
+            &["1e20", "inf", "NaN", "-1", "0", "1e-300", "1e300"],
+        ),
+        ("-I", &["0", "9", "-1", "1e3", "18446744073709551616"]),
+        ("-r", &["0", "-1", "100001", "18446744073709551616"]),
+    ];
+    for (flag, values) in bad {
+        for v in *values {
+            let o = stat(&["-e", "task-clock", flag, v, "--", "true"]);
+            let err = text(&o.stderr);
+            assert!(!err.contains("panicked"), "{flag} {v}: {err}");
+            assert_eq!(o.status.code(), Some(2), "{flag} {v}: {err}");
+            assert!(err.contains(v), "{flag} {v}: the value is named: {err}");
+        }
+    }
+}

@@ -133,11 +133,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     Ok(a)
 }
 
+/// `--duration SECS`: from a microsecond to 1e9 s (about 31 years, far from `Instant`'s limit);
+/// NaN, infinities, negative numbers and values that round to zero are refused.
 fn duration(s: &str) -> Result<Duration, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(Duration::from_secs_f64(x)),
-        _ => Err(format!(
-            "'{s}' is not a duration in seconds (a positive number, e.g. 1.5)"
-        )),
-    }
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| (1e-6..1e9).contains(x))
+        .and_then(|x| Duration::try_from_secs_f64(x).ok())
+        .ok_or_else(|| {
+            format!("'{s}' is not a duration in seconds (a number from 1e-6 to 1e9, e.g. 1.5)")
+        })
 }

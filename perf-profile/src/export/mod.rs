@@ -10,7 +10,9 @@ pub(crate) mod pprof;
 pub(crate) mod svg;
 
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -97,6 +99,11 @@ impl Profile {
     /// ([`Format::from_path`]). The file is written under a temporary name in the same folder and
     /// renamed when complete, so `path` is never left half-written.
     ///
+    /// The folder may be shared with other users (`/tmp`): the temporary file is created new
+    /// (`O_CREAT|O_EXCL|O_NOFOLLOW`) under an unpredictable name, so a link planted there is never
+    /// followed, and `path` is replaced by the rename, never opened (a link at `path` is replaced,
+    /// not followed).
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidOption`] for an unknown extension, [`Error::Io`] when the file cannot be
@@ -107,9 +114,8 @@ impl Profile {
             path: path.to_owned(),
             source,
         };
-        let tmp = temp_path(path);
+        let (f, tmp) = create_beside(path).map_err(io_err)?;
         let result = (|| {
-            let f = fs::File::create(&tmp).map_err(io_err)?;
             let mut w = io::BufWriter::new(f);
             self.write(format, &mut w)?;
             let f = w.into_inner().map_err(|e| io_err(e.into_error()))?;
@@ -123,13 +129,55 @@ impl Profile {
     }
 }
 
-/// `DIR/.NAME.tmp-PID`: beside the file, so the rename stays on one file system.
-fn temp_path(path: &Path) -> PathBuf {
+/// Checks that a file can be created beside `path` (in its folder) the way
+/// [`Profile::write_to_file`] creates one, by creating one and removing it: to refuse an
+/// unwritable output before a capture rather than after it.
+///
+/// # Errors
+///
+/// [`Error::Io`] naming `path` when its folder does not take a new file.
+pub fn check_writable(path: &Path) -> Result<()> {
+    let (f, tmp) = create_beside(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    drop(f);
+    let _ = fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// A new file beside `path`, `DIR/.NAME.tmp-RANDOM` (the rename stays on one file system), created
+/// with `O_CREAT|O_EXCL|O_NOFOLLOW`: nothing that exists under its name, a link planted in a shared
+/// folder included, is opened. The name is unpredictable (64 random bits), and a taken one is
+/// skipped.
+fn create_beside(path: &Path) -> io::Result<(fs::File, PathBuf)> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = path.with_file_name(format!(".{name}.tmp-{:016x}", unpredictable()));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists)))
+}
+
+/// 64 bits no other process can predict: std's `RandomState` is keyed from the OS's random source
+/// once per thread, and each call takes new keys.
+fn unpredictable() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 #[cfg(test)]

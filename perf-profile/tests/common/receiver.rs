@@ -58,18 +58,20 @@ pub struct Receiver {
     pub port: u16,
     /// The accepted (2xx) requests, in the order they came.
     pub got: Arc<Mutex<Vec<Request>>>,
+    /// Every request read whole, whatever its answer, in the order they came.
+    pub seen: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Receiver {
-    /// Plain HTTP on a free port for at most 120 s: request `n` (from 0) is answered with status
-    /// `code(n)` and no body.
+    /// Plain HTTP on a free port until 120 s pass without a request: request `n` (from 0) is
+    /// answered with status `code(n)` and no body.
     pub fn start(code: impl FnMut(usize) -> u16 + Send + 'static) -> Self {
         Self::start_for(Duration::from_secs(120), code)
     }
 
-    /// As [`start`](Self::start), serving for at most `lifetime`.
+    /// As [`start`](Self::start), serving until `lifetime` passes without a request.
     pub fn start_for(
         lifetime: Duration,
         mut code: impl FnMut(usize) -> u16 + Send + 'static,
@@ -77,7 +79,9 @@ impl Receiver {
         Self::serve(0, None, lifetime, move |n, _| (code(n), String::new()))
     }
 
-    /// Serves on `port` (0: a free one), over TLS where `tls` is given, for at most `lifetime`:
+    /// Serves on `port` (0: a free one), over TLS where `tls` is given, until `lifetime` passes
+    /// without a connection (counted from the last one, so a client that starts late, e.g. on a
+    /// loaded machine, is still served):
     /// request `n` (from 0; those read whole) is answered with `respond(n, request)`, a status and
     /// a body. A body that says it is gzip'd but is not gets 400 without asking `respond`.
     pub fn serve(
@@ -86,20 +90,49 @@ impl Receiver {
         lifetime: Duration,
         mut respond: impl FnMut(usize, &Request) -> (u16, String) + Send + 'static,
     ) -> Self {
+        Self::serve_with_headers(port, tls, lifetime, move |n, req| {
+            let (code, body) = respond(n, req);
+            (code, Vec::new(), body)
+        })
+    }
+
+    /// Plain HTTP on a free port (`lifetime` as for [`serve`](Self::serve)): every request is
+    /// answered `302 Found` with `Location: to` (and kept in [`seen`](Self::seen)).
+    pub fn redirect(lifetime: Duration, to: String) -> Self {
+        Self::serve_with_headers(0, None, lifetime, move |_, _| {
+            (
+                302,
+                vec![("Location".to_owned(), to.clone())],
+                String::new(),
+            )
+        })
+    }
+
+    /// As [`serve`](Self::serve), the answer carrying headers too: (status, headers, body).
+    pub fn serve_with_headers(
+        port: u16,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        lifetime: Duration,
+        mut respond: impl FnMut(usize, &Request) -> (u16, Vec<(String, String)>, String)
+            + Send
+            + 'static,
+    ) -> Self {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         l.set_nonblocking(true).unwrap();
         let port = l.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (g, st) = (Arc::clone(&got), Arc::clone(&stop));
+        let (g, sn, st) = (Arc::clone(&got), Arc::clone(&seen), Arc::clone(&stop));
         let thread = std::thread::spawn(move || {
-            let deadline = Instant::now() + lifetime;
+            let mut deadline = Instant::now() + lifetime;
             let mut n = 0;
             while !st.load(Ordering::Relaxed) && Instant::now() < deadline {
                 let Ok((sock, _)) = l.accept() else {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
+                deadline = Instant::now() + lifetime;
                 sock.set_nonblocking(false).unwrap();
                 sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 let mut answer = |req: &Request| match req.gunzipped() {
@@ -109,21 +142,28 @@ impl Receiver {
                     }
                     Err(e) => (
                         400,
+                        Vec::new(),
                         format!("Content-Encoding: gzip, but the body is not: {e}"),
                     ),
                 };
                 match &tls {
                     Some(cfg) => {
                         let conn = rustls::ServerConnection::new(Arc::clone(cfg)).unwrap();
-                        handle(&mut rustls::StreamOwned::new(conn, sock), &mut answer, &g);
+                        handle(
+                            &mut rustls::StreamOwned::new(conn, sock),
+                            &mut answer,
+                            &g,
+                            &sn,
+                        );
                     }
-                    None => handle(&mut { sock }, &mut answer, &g),
+                    None => handle(&mut { sock }, &mut answer, &g, &sn),
                 }
             }
         });
         Self {
             port,
             got,
+            seen,
             stop,
             thread: Some(thread),
         }
@@ -143,8 +183,9 @@ impl Drop for Receiver {
 /// nothing where the client went away first.
 fn handle(
     s: &mut (impl Read + Write),
-    answer: &mut impl FnMut(&Request) -> (u16, String),
+    answer: &mut impl FnMut(&Request) -> (u16, Vec<(String, String)>, String),
     got: &Mutex<Vec<Request>>,
+    seen: &Mutex<Vec<Request>>,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -186,14 +227,16 @@ fn handle(
         }
     }
     req.body = buf.split_off(head_end);
-    let (code, text) = answer(&req);
+    let (code, extra, text) = answer(&req);
     // Kept before answering: the client may look as soon as it has the answer.
+    seen.lock().unwrap().push(req.clone());
     if (200..300).contains(&code) {
         got.lock().unwrap().push(req);
     }
+    let extra: String = extra.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
     let _ = write!(
         s,
-        "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        "HTTP/1.1 {code} X\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     );
     let _ = s.flush();
