@@ -122,6 +122,12 @@ pub struct Options {
     /// Where tracefs is, to read the `sched:sched_switch` tracepoint's id from
     /// (`events/sched/sched_switch/id`); `None` (default): found, or mounted as root, as perf does.
     pub tracefs: Option<PathBuf>,
+    /// The bytes that JIT maps (`/tmp/perf-PID.map`), unwind tables (`-g dwarf`) and function
+    /// tables ([`Mode::Functions`]) kept from the profiled processes' files share (default
+    /// [`DEFAULT_MEMORY_BUDGET`](crate::untrusted::DEFAULT_MEMORY_BUDGET): the profiler stays
+    /// within about 64 MiB plus this). What does not fit, once each cache's least recently used
+    /// files are out, is not read: those frames keep their addresses. See [`crate::untrusted`].
+    pub memory_budget: usize,
 }
 
 impl Default for Options {
@@ -136,6 +142,7 @@ impl Default for Options {
             off_cpu: false,
             off_cpu_method: None,
             tracefs: None,
+            memory_budget: crate::untrusted::DEFAULT_MEMORY_BUDGET,
         }
     }
 }
@@ -275,13 +282,18 @@ impl Profiler {
                 }
             }
         }
+        let budget = crate::untrusted::Budget::new(opts.memory_budget);
+        let mut symbols = Symbols::new(opts.symbolize);
+        symbols.set_budget(budget.clone());
+        let mut jit = PerfMaps::new();
+        jit.set_budget(budget.clone());
         Ok(Self {
             source,
             pipe: Pipeline {
                 maps,
                 kernel,
                 stacks: Stacks::new(),
-                symbols: Symbols::new(opts.symbolize),
+                symbols,
                 stats: Stats::default(),
                 info: Info {
                     event: opened.event.into(),
@@ -300,10 +312,10 @@ impl Profiler {
                 frames: Vec::new(),
                 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
                 dwarf: matches!(opts.call_graph, CallGraph::Dwarf { .. })
-                    .then(unwind::dwarf::DwarfUnwinder::new),
+                    .then(|| unwind::dwarf::DwarfUnwinder::with_budget(budget)),
                 cut: None,
                 waits: opts.off_cpu.then(Waits::new),
-                jit: PerfMaps::new(),
+                jit,
             },
         })
     }

@@ -477,9 +477,13 @@ struct Binary {
 
 impl Binary {
     /// The ELF file at `path`; `None` when it is not one, is big-endian, or its section headers
-    /// cannot be read.
+    /// cannot be read. The path is the user's choice, so links in it are followed (to the
+    /// canonical path), then the file is opened through [`crate::untrusted`] (a regular file,
+    /// non-blocking) and every check reads that one open file.
     fn open(path: &Path) -> Option<Self> {
-        let mut elf = elf::open(path)?;
+        let canonical = fs::canonicalize(path).ok()?;
+        let file = crate::untrusted::open(canonical.to_str()?, None).ok()?;
+        let mut elf = elf::of(file.into_file())?;
         if elf.header().endian != Endian::Little {
             return None;
         }
@@ -628,7 +632,7 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             fix: Some("build without -fno-asynchronous-unwind-tables (Rust: without panic=abort plus -C force-unwind-tables=no)".into()),
         }
     });
-    out.push(match crate::maps::build_id::read(path) {
+    out.push(match crate::maps::build_id::of_file(bin.elf.source()) {
         Some(id) => Check {
             name: "build id".into(),
             status: Status::Ok,

@@ -9,8 +9,7 @@
 //! caller gives.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::io::Read;
 
 /// `p_type` of a loadable segment.
 pub(crate) const PT_LOAD: u32 = 1;
@@ -175,12 +174,18 @@ pub(crate) trait Source {
     fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>>;
 }
 
+impl Source for &File {
+    fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; usize::try_from(len).ok()?];
+        self.read_exact_at(&mut buf, offset).ok()?;
+        Some(buf)
+    }
+}
+
 impl Source for File {
     fn read_at(&mut self, offset: u64, len: u64) -> Option<Vec<u8>> {
-        self.seek(SeekFrom::Start(offset)).ok()?;
-        let mut buf = vec![0u8; usize::try_from(len).ok()?];
-        self.read_exact(&mut buf).ok()?;
-        Some(buf)
+        (&*self).read_at(offset, len)
     }
 }
 
@@ -197,12 +202,10 @@ pub(crate) struct Elf<S> {
     source: S,
 }
 
-/// The ELF file at `path`; `None` when it cannot be opened or is not ELF.
-pub(crate) fn open(path: &Path) -> Option<Elf<File>> {
-    let mut f = File::open(path).ok()?;
-    let mut head = [0u8; 64];
-    f.read_exact(&mut head).ok()?;
-    Elf::parse(&head, f)
+/// The ELF file `file` (opened through [`crate::untrusted`]); `None` when it is not ELF.
+pub(crate) fn of<S: Source>(mut file: S) -> Option<Elf<S>> {
+    let head = file.read_at(0, 64)?;
+    Elf::parse(&head, file)
 }
 
 impl<S: Source> Elf<S> {
@@ -213,6 +216,11 @@ impl<S: Source> Elf<S> {
             header: Header::parse(head)?,
             source,
         })
+    }
+
+    /// Where the bytes come from (the open file).
+    pub(crate) fn source(&self) -> &S {
+        &self.source
     }
 
     pub(crate) fn header(&self) -> &Header {
@@ -470,6 +478,7 @@ pub(crate) fn notes(
 #[cfg(test)]
 pub(crate) mod tests {
     use std::io::Write;
+    use std::path::Path;
 
     use super::*;
 
@@ -962,7 +971,7 @@ pub(crate) mod tests {
     #[test]
     fn own_executable_has_the_functions_readelf_lists() {
         let exe = std::env::current_exe().unwrap();
-        let mut elf = open(&exe).unwrap();
+        let mut elf = of(File::open(&exe).unwrap()).unwrap();
         let h = *elf.header();
         let sections = elf.sections().unwrap();
         let symtab = sections.iter().find(|s| s.kind == SHT_SYMTAB).unwrap();

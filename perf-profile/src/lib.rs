@@ -78,6 +78,7 @@ pub mod proto;
 #[cfg(feature = "push")]
 pub mod push;
 pub mod symbolize;
+pub mod untrusted;
 pub mod unwind;
 
 pub use collect::{CallGraph, Options, Profiler, Target};

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::aggregate::Frame;
 use crate::maps::{AddressSpaces, KernelSymbols};
+use crate::untrusted::{self, Budget, Charge, Identity};
 
 /// One function of a frame with its source position.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -99,6 +100,9 @@ pub struct Symbols {
     changed: Vec<String>,
     /// [`Mode::Functions`]: each file's function table, by path and build id.
     tables: ByteLru<FileKey, FunctionTable>,
+    /// What function tables are charged to, beside their own bound (shared with the capture's
+    /// other caches).
+    budget: Budget,
 }
 
 /// A file: its path and build id.
@@ -144,7 +148,15 @@ impl Symbols {
             empty: Arc::from([]),
             changed: Vec::new(),
             tables: ByteLru::new(FUNCTION_TABLES_BYTES),
+            budget: Budget::default(),
         }
+    }
+
+    /// Charges the function tables kept to `budget` too (shared with the capture's other
+    /// caches): a table that does not fit, once this cache's least recently used ones are out,
+    /// names its batch and is not kept.
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.budget = budget;
     }
 
     /// Sets the bytes of function tables [`Mode::Functions`] keeps (default
@@ -249,7 +261,7 @@ impl Symbols {
     pub fn resolve(&mut self, frames: &[Frame], maps: &AddressSpaces, kernel: &KernelSymbols) {
         let now = self.interval;
         // By file (its path and build id): the new frames and their file offsets.
-        type Batch = Vec<(Frame, u64)>;
+        type Batch = (Option<u32>, Vec<(Frame, u64)>);
         let mut user: HashMap<(Arc<str>, Option<&[u8]>), Batch> = HashMap::new();
         for &frame in frames {
             if let Some(c) = self.resolved.get_mut(&frame) {
@@ -302,9 +314,10 @@ impl Symbols {
                                     c.lines.clone()
                                 }
                                 None => {
-                                    user.entry((m.path.clone(), build_id))
-                                        .or_default()
-                                        .push((frame, offset));
+                                    let batch = user
+                                        .entry((m.path.clone(), build_id))
+                                        .or_insert_with(|| (maps.mapped_by(mapping), Vec::new()));
+                                    batch.1.push((frame, offset));
                                     continue;
                                 }
                             }
@@ -315,14 +328,14 @@ impl Symbols {
             };
             self.resolved.insert(frame, Cached { lines, used: now });
         }
-        for ((path, build_id), frames) in user {
+        for ((path, build_id), (pid, frames)) in user {
             let mut offsets: Vec<u64> = frames.iter().map(|&(_, o)| o).collect();
             offsets.sort_unstable();
             offsets.dedup();
             let (lines, changed) = if self.mode == Mode::Functions {
-                self.functions_of(&path, build_id, &offsets)
+                self.functions_of(&path, pid, build_id, &offsets)
             } else {
-                resolve_file(&path, build_id, &offsets)
+                resolve_file(&path, pid, build_id, &offsets)
             };
             let lines: Vec<Arc<[Line]>> = lines.into_iter().map(|l| self.share(l)).collect();
             if changed && !self.changed.iter().any(|p| **p == *path) {
@@ -365,6 +378,7 @@ impl Symbols {
     fn functions_of(
         &mut self,
         path: &Arc<str>,
+        pid: Option<u32>,
         build_id: Option<&[u8]>,
         offsets: &[u64],
     ) -> (Vec<Vec<Line>>, bool) {
@@ -373,11 +387,21 @@ impl Symbols {
         let table = match self.tables.get(&key) {
             Some(t) => t,
             None => {
-                let Some(table) = FunctionTable::read(path, build_id) else {
+                // Room for the symbol tables read: this cache's least recently used go first.
+                while self.budget.available() < FUNCTION_TABLES_BYTES && self.tables.pop_lru() {}
+                let max = self.budget.available() as u64;
+                let Some(mut table) = FunctionTable::read(path, pid, build_id, max) else {
                     return (vec![Vec::new(); offsets.len()], true);
                 };
                 let cost = table.bytes();
-                match self.tables.insert(key, table, cost) {
+                table.charge = self.budget.charge(cost);
+                let fits = table.charge.is_some();
+                let kept = if fits {
+                    self.tables.insert(key, table, cost)
+                } else {
+                    Err(table)
+                };
+                match kept {
                     Ok(t) => t,
                     // Larger than the whole budget: used for this batch only.
                     Err(table) => {
@@ -387,7 +411,7 @@ impl Symbols {
                 }
             }
         };
-        let Some(names) = table.names(path, offsets) else {
+        let Some(names) = table.names(path, pid, offsets) else {
             return (vec![Vec::new(); offsets.len()], true);
         };
         let lines = names
@@ -481,6 +505,22 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
         shrink(&mut self.entries);
     }
 
+    /// Evicts the least recently used entry; `false` when there is none.
+    fn pop_lru(&mut self) -> bool {
+        let Some(oldest) = self
+            .entries
+            .iter()
+            .min_by_key(|(_, e)| e.2)
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        if let Some((_, cost, _)) = self.entries.remove(&oldest) {
+            self.used -= cost;
+        }
+        true
+    }
+
     /// Evicts the least recently used entries until at most `bytes` are used.
     fn evict_to(&mut self, bytes: usize) {
         while self.used > bytes {
@@ -512,11 +552,15 @@ struct FunctionTable {
     functions: Vec<RawSymbol>,
     /// The string tables: in the file itself (`false`) or its debug file, at (offset, size).
     strings: Vec<(bool, u64, u64)>,
-    /// The separate debug file whose `.symtab` named a stripped file's functions.
+    /// The separate debug file whose `.symtab` named a stripped file's functions, beneath
+    /// [`untrusted::DEBUG_DIR`].
     debug: Option<String>,
-    /// The file's and the debug file's size and modification time when the table was read: names
-    /// are read from the files later, and only while they are the same.
-    identity: Vec<(u64, Option<std::time::SystemTime>)>,
+    /// The file's and the debug file's identity (device, inode, size, modification time) as
+    /// opened when the table was read: names are read from the files later, and only from
+    /// handles with the same identity.
+    identity: Vec<Identity>,
+    /// Its bytes charged to the capture's budget while it is kept.
+    charge: Option<Charge>,
 }
 
 /// A symbol read from a symbol table: (start, size (in a table: end), name offset, string table,
@@ -531,12 +575,6 @@ const MAX_SYMTAB: u64 = 256 << 20;
 /// The most bytes of one name read (Rust's and C++'s mangled names run to a few hundred).
 const MAX_NAME: u64 = 4096;
 
-/// The size and modification time of the file at `path`.
-fn identity(path: &str) -> Option<(u64, Option<std::time::SystemTime>)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()))
-}
-
 impl FunctionTable {
     /// What the table costs in memory, counted the way [`ByteLru`] bounds it.
     fn bytes(&self) -> usize {
@@ -545,7 +583,7 @@ impl FunctionTable {
             + self.functions.capacity() * std::mem::size_of::<RawSymbol>()
             + self.strings.capacity() * std::mem::size_of::<(bool, u64, u64)>()
             + self.debug.as_ref().map_or(0, String::capacity)
-            + self.identity.capacity() * std::mem::size_of::<(u64, Option<std::time::SystemTime>)>()
+            + self.identity.capacity() * std::mem::size_of::<Identity>()
     }
 
     /// The function at file offset `offset`: its name's string table and offset there.
@@ -561,23 +599,29 @@ impl FunctionTable {
     }
 
     /// The (demangled) names of the functions at file offsets `offsets` of the file at `path`
-    /// this table was read from; `None` when the file (or its debug file) changed since.
-    fn names(&self, path: &str, offsets: &[u64]) -> Option<Vec<Option<String>>> {
-        let files = [Some(path), self.debug.as_deref()];
-        let now: Vec<_> = files.iter().flatten().filter_map(|p| identity(p)).collect();
-        if now != self.identity {
+    /// (as `pid` names it) this table was read from; `None` when the file (or its debug file)
+    /// changed since. The files are opened again through the door, and read only when the open
+    /// handles are the files the table was read from.
+    fn names(&self, path: &str, pid: Option<u32>, offsets: &[u64]) -> Option<Vec<Option<String>>> {
+        let mut files = vec![untrusted::open(path, pid).ok()?];
+        if let Some(debug) = &self.debug {
+            files.push(untrusted::open_debug_file(debug).ok()?);
+        }
+        if files
+            .iter()
+            .map(untrusted::Vetted::identity)
+            .ne(self.identity.iter().copied())
+        {
             return None;
         }
-        let mut open: [Option<Option<crate::elf::Elf<std::fs::File>>>; 2] = [None, None];
+        let mut open: Vec<Option<crate::elf::Elf<&std::fs::File>>> =
+            files.iter().map(|f| crate::elf::of(f.file())).collect();
         let names = offsets
             .iter()
             .map(|&o| {
                 let (table, at) = self.function_at(o)?;
                 let &(debug, str_off, str_size) = self.strings.get(usize::from(table))?;
-                let file = usize::from(debug);
-                let elf = open[file]
-                    .get_or_insert_with(|| crate::elf::open(std::path::Path::new(files[file]?)))
-                    .as_mut()?;
+                let elf = open.get_mut(usize::from(debug))?.as_mut()?;
                 let at = u64::from(at);
                 let len = str_size.checked_sub(at)?.min(MAX_NAME);
                 let bytes = elf.read(str_off.checked_add(at)?, len, MAX_NAME)?;
@@ -588,25 +632,27 @@ impl FunctionTable {
         Some(names)
     }
 
-    /// The table of the file at `path`; `None` when its build id is no longer `build_id` (rebuilt
-    /// since it was mapped). A file that cannot be read gets an empty table (it names nothing and
-    /// is not read again while kept). A file without `.symtab` (a distribution's stripped libc:
-    /// `.dynsym` only) takes its separate debug file's `.symtab` too, as perf does, where one is
-    /// installed under `/usr/lib/debug/.build-id/`.
-    fn read(path: &str, build_id: Option<&[u8]>) -> Option<Self> {
-        use std::path::Path;
-
+    /// The table of the file at `path` as `pid` names it (opened once, through the door; its
+    /// symbol tables read within `max` bytes); `None` when its build id is no longer `build_id`
+    /// (rebuilt since it was mapped). A file that cannot be read gets an empty table (it names
+    /// nothing and is not read again while kept). A file without `.symtab` (a distribution's
+    /// stripped libc: `.dynsym` only) takes its separate debug file's `.symtab` too, as perf does,
+    /// where one is installed under `/usr/lib/debug/.build-id/` (root's, opened beneath it).
+    fn read(path: &str, pid: Option<u32>, build_id: Option<&[u8]>, max: u64) -> Option<Self> {
+        let mut table = Self::default();
+        let Ok(file) = untrusted::open(path, pid) else {
+            return Some(table);
+        };
         if let Some(id) = build_id {
-            let now = crate::maps::build_id::read(Path::new(path));
+            let now = crate::maps::build_id::of_file(file.file());
             if now.as_deref().is_some_and(|now| now != id) {
                 return None;
             }
         }
-        let mut table = Self::default();
-        let Some(mut elf) = crate::elf::open(Path::new(path)) else {
+        let Some(mut elf) = crate::elf::of(file.file()) else {
             return Some(table);
         };
-        table.identity.extend(identity(path));
+        table.identity.push(file.identity());
         table.segments = elf
             .program_headers()
             .unwrap_or_default()
@@ -615,19 +661,20 @@ impl FunctionTable {
             .map(|p| (p.offset, p.filesz, p.vaddr))
             .collect();
         let mut symbols = Vec::new();
-        let has_symtab = table.symbols(&mut elf, false, &mut symbols);
+        let mut left = max;
+        let has_symtab = table.symbols(&mut elf, false, &mut symbols, &mut left);
         let debug = build_id
             .filter(|id| id.len() >= 2 && !has_symtab)
             .map(|id| {
                 let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-                format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..])
+                format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..])
             });
-        if let Some((debug, mut elf)) =
-            debug.and_then(|d| Some((d.clone(), crate::elf::open(Path::new(&d))?)))
+        if let Some((debug, file)) =
+            debug.and_then(|d| Some((d.clone(), untrusted::open_debug_file(&d).ok()?)))
         {
-            if let Some(id) = identity(&debug) {
-                table.identity.push(id);
-                table.symbols(&mut elf, true, &mut symbols);
+            if let Some(mut elf) = crate::elf::of(file.file()) {
+                table.identity.push(file.identity());
+                table.symbols(&mut elf, true, &mut symbols, &mut left);
                 table.debug = Some(debug);
             }
         }
@@ -639,9 +686,10 @@ impl FunctionTable {
     /// `symbols`; whether it has a `.symtab`.
     fn symbols(
         &mut self,
-        elf: &mut crate::elf::Elf<std::fs::File>,
+        elf: &mut crate::elf::Elf<&std::fs::File>,
         debug: bool,
         symbols: &mut Vec<RawSymbol>,
+        left: &mut u64,
     ) -> bool {
         /// `sh_flags` of a compressed section.
         const SHF_COMPRESSED: u64 = 0x800;
@@ -666,9 +714,12 @@ impl FunctionTable {
             let Ok(table) = u8::try_from(self.strings.len()) else {
                 break;
             };
-            if s.size > MAX_SYMTAB {
+            // What the table's functions may cost (an entry each at most), within the budget.
+            let cost = s.size / entry as u64 * std::mem::size_of::<RawSymbol>() as u64;
+            if s.size > MAX_SYMTAB || cost > *left {
                 continue;
             }
+            *left -= cost;
             self.strings.push((debug, strings.offset, strings.size));
             // Read in pieces rather than the whole table at once: a large binary's is a few MiB,
             // and a large buffer, freed, would stay in the heap (RSS) for the rest of the capture.
@@ -772,40 +823,77 @@ fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
-/// The functions at `offsets` of the file at `path` with `build_id`, one batch for the file, and
-/// whether the file was rebuilt since (its build id differs: then nothing is resolved).
+/// The functions at `offsets` of the file at `path` (as `pid` names it) with `build_id`, one batch
+/// for the file, and whether the file was rebuilt since (its build id differs: then nothing is
+/// resolved).
+///
+/// blazesym never gets a path to open: the file is opened here, through the door, and handed to
+/// it as `/proc/self/fd/N`, the open file itself. Its DWARF is read only when the file names no
+/// other file (no `.gnu_debuglink`, `.gnu_debugaltlink` or `.debug_sup`): blazesym would open
+/// what those name, in the file's directory among others, with a plain open. Such a file is named
+/// from its ELF symbols only (no file:line).
 #[cfg(feature = "symbolize")]
-fn resolve_file(path: &str, build_id: Option<&[u8]>, offsets: &[u64]) -> (Vec<Vec<Line>>, bool) {
+fn resolve_file(
+    path: &str,
+    pid: Option<u32>,
+    build_id: Option<&[u8]>,
+    offsets: &[u64],
+) -> (Vec<Vec<Line>>, bool) {
+    use std::os::fd::AsRawFd;
+
     use blazesym::symbolize::source::{Elf, Source};
     use blazesym::symbolize::Input;
 
     let none = || vec![Vec::new(); offsets.len()];
+    let Ok(file) = untrusted::open(path, pid) else {
+        return (none(), false);
+    };
     if let Some(id) = build_id {
-        let now = crate::maps::build_id::read(std::path::Path::new(path));
+        let now = crate::maps::build_id::of_file(file.file());
         if now.as_deref().is_some_and(|now| now != id) {
             return (none(), true);
         }
     }
-    let src = Source::Elf(Elf::new(path));
+    let mut elf = Elf::new(format!("/proc/self/fd/{}", file.file().as_raw_fd()));
+    elf.debug_syms = !names_other_files(file.file());
+    let src = Source::Elf(elf);
     // New offsets are few after the first snapshot: reading the file again then costs less
     // memory than keeping every file's symbols and DWARF for the whole capture. Measured on a
     // system-wide continuous capture here, side by side: keeping the files sampled again and
     // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 28 to 53
     // MiB; keeping the two files resolved in consecutive intervals (libc and its debug file among
-    // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file rather
-    // than one and `evict(path)`: blazesym also caches the separate debug file a
-    // `.gnu_debuglink` led to (e.g. /usr/lib/debug/.build-id/..), every page of which its
-    // checksum read, and evicting `path` leaves that one mapped.
+    // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file.
     let lines = match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
         Ok(syms) => syms.into_iter().map(lines_of).collect(),
         Err(_) => none(),
     };
+    drop(file);
     (lines, false)
+}
+
+/// Whether the ELF file `file` names another file for its debug information (a section
+/// `.gnu_debuglink`, `.gnu_debugaltlink` or `.debug_sup`), or its sections cannot be read.
+#[cfg(feature = "symbolize")]
+fn names_other_files(file: &std::fs::File) -> bool {
+    let Some(sections) = crate::elf::of(file).and_then(|mut e| e.sections()) else {
+        return true;
+    };
+    sections.iter().any(|s| {
+        matches!(
+            &s.name[..],
+            b".gnu_debuglink" | b".gnu_debugaltlink" | b".debug_sup"
+        )
+    })
 }
 
 /// Without blazesym, user frames stay unresolved.
 #[cfg(not(feature = "symbolize"))]
-fn resolve_file(_path: &str, _build_id: Option<&[u8]>, offsets: &[u64]) -> (Vec<Vec<Line>>, bool) {
+fn resolve_file(
+    _path: &str,
+    _pid: Option<u32>,
+    _build_id: Option<&[u8]>,
+    offsets: &[u64],
+) -> (Vec<Vec<Line>>, bool) {
     (vec![Vec::new(); offsets.len()], false)
 }
 
@@ -820,6 +908,8 @@ fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
 #[cfg(feature = "symbolize")]
 fn new_symbolizer() -> blazesym::symbolize::Symbolizer {
     blazesym::symbolize::Symbolizer::builder()
+        // No directory to look for debug files in: see `resolve_file`.
+        .set_debug_dirs(Some(Vec::<std::path::PathBuf>::new()))
         .enable_code_info(true)
         .enable_inlined_fns(true)
         .enable_demangling(true)

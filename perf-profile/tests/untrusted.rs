@@ -19,7 +19,7 @@ use common::{build_c, cc, folded_file, require_cc, scratch, text};
 use tests::{require, Skip};
 
 /// The memory budget `profile` runs with in these tests (its default).
-const BUDGET_MIB: u64 = 128;
+const BUDGET_MIB: u64 = (perf_profile::untrusted::DEFAULT_MEMORY_BUDGET >> 20) as u64;
 
 /// What the profiler may use beside the budget (the bound).
 const BASE_MIB: u64 = 64;
@@ -56,7 +56,9 @@ macro_rules! require_attack {
 }
 
 /// A scratch folder for one test and, inside it, a folder of `nobody`'s where it keeps its files.
+/// The `profile` example is built first, so that the attacker's time does not run out meanwhile.
 fn dirs(name: &str) -> (PathBuf, PathBuf) {
+    common::example();
     let dir = scratch(name);
     let own = dir.join("nobody");
     std::fs::create_dir(&own).unwrap();
@@ -118,12 +120,13 @@ struct Run {
 /// Runs the `profile` example with `args` under `deadline`, its address space capped at 4 GiB.
 fn capture(dir: &Path, args: &[&str], deadline: Duration) -> Run {
     let rss_file = dir.join("rss");
+    let example = common::example();
     let started = Instant::now();
     let mut child = Command::new("prlimit")
         .arg(format!("--as={}", 4u64 << 30))
         .args(["--", "/usr/bin/time", "-f", "%M", "-o"])
         .arg(&rss_file)
-        .arg(common::example())
+        .arg(example)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

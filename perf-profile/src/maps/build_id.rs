@@ -2,15 +2,22 @@
 //! when the kernel's MMAP2 record does not carry it (before Linux 5.12, or a mapping that predates
 //! the capture).
 
-use std::path::Path;
+use std::fs::File;
 
 use crate::elf::{self, Elf, Source, MAX_TABLE, PT_NOTE};
 
 const NT_GNU_BUILD_ID: u32 = 3;
 
-/// The build id of the ELF file at `path`; `None` when it is not an ELF file or has none.
-pub fn read(path: &Path) -> Option<Vec<u8>> {
-    find(elf::open(path)?)
+/// The build id of the ELF file at the absolute `path` as process `pid` names it, opened through
+/// [`crate::untrusted::open`] (no symlink, regular files only; `None`: from the host's root);
+/// `None` when it cannot be opened, is not an ELF file or has none.
+pub fn read(path: &str, pid: Option<u32>) -> Option<Vec<u8>> {
+    of_file(crate::untrusted::open(path, pid).ok()?.file())
+}
+
+/// The build id of the open ELF file `file`.
+pub fn of_file(file: &File) -> Option<Vec<u8>> {
+    find(elf::of(file)?)
 }
 
 /// The build id among the notes of `elf`'s `PT_NOTE` segments.
@@ -40,7 +47,7 @@ mod tests {
     fn own_executable_has_the_build_id_readelf_shows() {
         // Rust's linker passes --build-id on Linux by default; where it did not, there is nothing to compare.
         let exe = std::env::current_exe().unwrap();
-        let ours = read(&exe);
+        let ours = read(exe.to_str().unwrap(), None);
         let Some(text) = crate::elf::tests::readelf(&["-n"], &exe) else {
             return;
         };

@@ -5,7 +5,7 @@
 //! named, so a profile without kernel frames never pays for it. Its text symbols are kept
 //! compactly: the names in one buffer, 16 bytes per symbol besides.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::OnceLock;
 
@@ -52,6 +52,10 @@ pub struct KernelSymbols {
     hidden: Option<String>,
 }
 
+/// At most this much of `/proc/kallsyms` is read (a large kernel's is about 20 MiB): a kernel file,
+/// but read through the door's rules anyway (no symlink, non-blocking, bounded).
+const MAX_KALLSYMS: u64 = 128 << 20;
+
 /// `/proc/kallsyms` is read in pieces this large.
 const READ_BUFFER: usize = 256 << 10;
 
@@ -61,8 +65,8 @@ impl KernelSymbols {
     /// `kernel.kptr_restrict` (or the reader's lack of `CAP_SYSLOG`) hides the addresses, there
     /// are no symbols and [`hidden`](Self::hidden) says why.
     pub fn load() -> Self {
-        let file = match File::open(KALLSYMS) {
-            Ok(f) => f,
+        let file = match crate::untrusted::open_system(KALLSYMS) {
+            Ok(f) => f.take(MAX_KALLSYMS),
             Err(e) => return Self::unreadable(&e),
         };
         // The kernel shows every address or none (it decides when the file is opened): the first
@@ -193,7 +197,11 @@ fn address(line: &[u8]) -> Option<u64> {
 impl Table {
     /// `/proc/kallsyms` read now; `None` when it cannot be read through.
     fn read() -> Option<Self> {
-        Self::read_from(File::open(KALLSYMS).ok()?)
+        Self::read_from(
+            crate::untrusted::open_system(KALLSYMS)
+                .ok()?
+                .take(MAX_KALLSYMS),
+        )
     }
 
     /// The symbols of the `/proc/kallsyms` text `file` gives; `None` when it fails.

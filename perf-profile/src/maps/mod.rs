@@ -17,7 +17,6 @@ pub mod perf_map;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::path::Path;
 use std::sync::Arc;
 
 pub use kernel::{KernelSymbol, KernelSymbols};
@@ -69,6 +68,8 @@ type Space = BTreeMap<u64, (u64, MappingId)>;
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
     mappings: Vec<Mapping>,
+    /// By mapping, the process that first mapped it: whose root its path is resolved in.
+    mapped_by: Vec<u32>,
     index: HashMap<Mapping, MappingId>,
     spaces: HashMap<u32, Space>,
     /// Build ids read from files, by path (read once).
@@ -94,6 +95,12 @@ impl AddressSpaces {
     /// The mapping `id`.
     pub fn mapping(&self, id: MappingId) -> Option<&Mapping> {
         self.mappings.get(id.0 as usize)
+    }
+
+    /// The process that first mapped `id`: its path names a file in that process's root (see
+    /// [`crate::untrusted::open`]).
+    pub fn mapped_by(&self, id: MappingId) -> Option<u32> {
+        self.mapped_by.get(id.0 as usize).copied()
     }
 
     /// Processes first seen after they had exited, whose frames stay unmapped.
@@ -170,7 +177,7 @@ impl AddressSpaces {
         let path: Arc<str> = Arc::from(path);
         let build_id = match build_id.filter(|id| !id.is_empty()) {
             Some(id) => Some(id),
-            None => self.file_build_id(&path),
+            None => self.file_build_id(&path, pid),
         };
         let mapping = Mapping {
             start,
@@ -185,6 +192,7 @@ impl AddressSpaces {
                 let id = MappingId(self.mappings.len() as u32);
                 self.index.insert(mapping.clone(), id);
                 self.mappings.push(mapping);
+                self.mapped_by.push(pid);
                 id
             }
         };
@@ -248,6 +256,10 @@ impl AddressSpaces {
             .map(Some)
             .collect();
         self.mappings = kept.iter().filter_map(|&i| old[i].take()).collect();
+        self.mapped_by = kept
+            .iter()
+            .map(|&i| self.mapped_by.get(i).copied().unwrap_or(0))
+            .collect();
         self.index = self
             .mappings
             .iter()
@@ -260,12 +272,16 @@ impl AddressSpaces {
         remap
     }
 
-    fn file_build_id(&mut self, path: &Arc<str>) -> Option<Vec<u8>> {
+    /// The build id of the file at `path` as `pid` names it, read once (a file that has none or
+    /// cannot be read is remembered as such). Deleted files and pseudo-files are not read.
+    fn file_build_id(&mut self, path: &Arc<str>, pid: u32) -> Option<Vec<u8>> {
         if let Some(id) = self.file_ids.get(path) {
             return id.clone();
         }
-        let id = if path.starts_with('/') {
-            build_id::read(Path::new(&**path))
+        let names_a_file =
+            path.starts_with('/') && !path.starts_with("//") && !path.ends_with(" (deleted)");
+        let id = if names_a_file {
+            build_id::read(path, Some(pid))
         } else {
             None
         };

@@ -8,23 +8,44 @@
 //! the profile is taken, until [`PerfMaps::forget_exited`] drops them.
 
 use std::collections::HashMap;
-use std::fs;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::untrusted::{self, Budget, Charge, Identity};
 
 /// The least time between two reads of one process's map on misses.
 pub const REREAD_EVERY: Duration = Duration::from_millis(50);
 
-/// A map larger than this is not read (a runaway file).
+/// A map larger than this is not read (a runaway file), whatever the budget.
 const MAX_MAP_BYTES: u64 = 256 << 20;
+
+/// Parsed maps remembered by file identity, at most (for maps hard-linked under several pids).
+const MAX_SHARED: usize = 4096;
+
+/// The symbols of one map file: `(start, end, name offset, name length)` sorted by start, the
+/// names in one string. Charged to the budget while it lives.
+#[derive(Debug)]
+struct JitSyms {
+    ranges: Vec<(u64, u64, u32, u32)>,
+    names: String,
+    _charge: Charge,
+}
+
+impl JitSyms {
+    fn lookup(&self, addr: u64) -> Option<&str> {
+        let i = self.ranges.partition_point(|s| s.0 <= addr);
+        let &(start, end, at, len) = self.ranges.get(i.checked_sub(1)?)?;
+        let (at, len) = (at as usize, len as usize);
+        (addr >= start && addr < end).then(|| self.names.get(at..at + len))?
+    }
+}
 
 /// One process's JIT symbols.
 #[derive(Debug, Default)]
 struct PidMap {
-    /// `(start, end, name)`, sorted by start.
-    syms: Vec<(u64, u64, Arc<str>)>,
-    /// The file's length and modification time when read.
-    read_as: Option<(u64, SystemTime)>,
+    syms: Option<Arc<JitSyms>>,
+    /// The identity of the file last read or refused: not read again until it changes.
+    read_as: Option<Identity>,
     last_read: Option<Instant>,
     exited: bool,
 }
@@ -35,6 +56,10 @@ pub struct PerfMaps {
     pids: HashMap<u32, PidMap>,
     /// Where the maps are (`/tmp`); tests point it elsewhere.
     dir: String,
+    /// What parsed maps are charged to.
+    budget: Budget,
+    /// Parsed maps by file identity: one file under several pids (hard links) is parsed once.
+    shared: HashMap<Identity, Weak<JitSyms>>,
 }
 
 impl PerfMaps {
@@ -48,7 +73,14 @@ impl PerfMaps {
         Self {
             pids: HashMap::new(),
             dir: dir.to_owned(),
+            budget: Budget::default(),
+            shared: HashMap::new(),
         }
+    }
+
+    /// Charges parsed maps to `budget` (shared with the other caches of a capture).
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.budget = budget;
     }
 
     /// Process `pid` was seen: reads its map the first time.
@@ -61,23 +93,26 @@ impl PerfMaps {
     }
 
     /// The JIT function at `addr` in `pid`, re-reading the map on a miss when it changed.
-    pub fn find(&mut self, pid: u32, addr: u64) -> Option<Arc<str>> {
+    pub fn find(&mut self, pid: u32, addr: u64) -> Option<&str> {
         self.seen(pid);
-        if let Some(name) = self.pids.get(&pid).and_then(|m| lookup(m, addr)) {
-            return Some(name);
+        let known = self
+            .pids
+            .get(&pid)
+            .and_then(|m| m.syms.as_ref())
+            .is_some_and(|s| s.lookup(addr).is_some());
+        if !known {
+            let mut m = self.pids.remove(&pid)?;
+            if !m.exited && m.last_read.is_none_or(|t| t.elapsed() >= REREAD_EVERY) {
+                self.read(pid, &mut m);
+            }
+            self.pids.insert(pid, m);
         }
-        let mut m = self.pids.remove(&pid)?;
-        if !m.exited && m.last_read.is_none_or(|t| t.elapsed() >= REREAD_EVERY) {
-            self.read(pid, &mut m);
-        }
-        let found = lookup(&m, addr);
-        self.pids.insert(pid, m);
-        found
+        self.name(pid, addr)
     }
 
     /// The JIT function at `addr` in `pid` as known now, without reading anything.
-    pub fn name(&self, pid: u32, addr: u64) -> Option<Arc<str>> {
-        lookup(self.pids.get(&pid)?, addr)
+    pub fn name(&self, pid: u32, addr: u64) -> Option<&str> {
+        self.pids.get(&pid)?.syms.as_ref()?.lookup(addr)
     }
 
     /// Process `pid` exited: its symbols stay until [`forget_exited`](Self::forget_exited).
@@ -95,41 +130,66 @@ impl PerfMaps {
     /// Drops the symbols of processes that exited (once the profiles naming them are taken).
     pub fn forget_exited(&mut self) {
         self.pids.retain(|_, m| !m.exited);
+        self.shared.retain(|_, w| w.strong_count() > 0);
     }
 
-    /// Reads (or re-reads) `pid`'s map into `m` if the file changed since.
-    fn read(&self, pid: u32, m: &mut PidMap) {
+    /// Reads (or re-reads) `pid`'s map into `m` if the file changed since, through the door
+    /// ([`untrusted::open_jit_map`]: a regular file of the process's user or root, no link).
+    fn read(&mut self, pid: u32, m: &mut PidMap) {
         m.last_read = Some(Instant::now());
         let path = format!("{}/perf-{pid}.map", self.dir);
-        let Ok(meta) = fs::metadata(&path) else {
+        let Ok(file) = untrusted::open_jit_map(&path, pid) else {
             return;
         };
-        let stamp = (
-            meta.len(),
-            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        );
-        if m.read_as == Some(stamp) || meta.len() > MAX_MAP_BYTES {
+        let id = file.identity();
+        if m.read_as == Some(id) {
             return;
         }
-        let Ok(text) = fs::read_to_string(&path) else {
+        // Remembered whether or not it can be read and kept: a map that failed is not read again
+        // per sample, only once it changes.
+        m.read_as = Some(id);
+        if let Some(shared) = self.shared.get(&id).and_then(Weak::upgrade) {
+            m.syms = Some(shared);
+            return;
+        }
+        // This process's old symbols give their bytes back before the new ones are charged.
+        m.syms = None;
+        let Some(read_charge) = self
+            .budget
+            .charge(usize::try_from(file.len().min(MAX_MAP_BYTES)).unwrap_or(usize::MAX))
+        else {
             return;
         };
-        m.read_as = Some(stamp);
-        m.syms = parse(&text);
+        let Ok(text) = file.read_to_end(read_charge.bytes() as u64) else {
+            return;
+        };
+        let Some(syms) = parse(&String::from_utf8_lossy(&text), &self.budget) else {
+            return;
+        };
+        drop(text);
+        drop(read_charge);
+        let syms = Arc::new(syms);
+        if self.shared.len() >= MAX_SHARED {
+            self.shared.retain(|_, w| w.strong_count() > 0);
+        }
+        if self.shared.len() < MAX_SHARED {
+            self.shared.insert(id, Arc::downgrade(&syms));
+        }
+        m.syms = Some(syms);
     }
-}
-
-fn lookup(m: &PidMap, addr: u64) -> Option<Arc<str>> {
-    let i = m.syms.partition_point(|s| s.0 <= addr);
-    let (start, end, name) = m.syms.get(i.checked_sub(1)?)?;
-    (addr >= *start && addr < *end).then(|| Arc::clone(name))
 }
 
 /// The symbols of a map's text, sorted by start; malformed lines are skipped. Of overlapping
-/// entries (code regenerated at an address) the later line wins.
-fn parse(text: &str) -> Vec<(u64, u64, Arc<str>)> {
+/// entries (code regenerated at an address) the later line wins. `None` when what they need
+/// does not fit `budget`.
+fn parse(text: &str, budget: &Budget) -> Option<JitSyms> {
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-    let mut syms: Vec<(u64, u64, Arc<str>, usize)> = Vec::new();
+    // At most one entry a line and the text's bytes of names: charged before they are made.
+    let lines = text.lines().count();
+    let entry = std::mem::size_of::<(u64, u64, u32, u32, u32)>();
+    let charge = budget.charge(lines.checked_mul(entry)?.checked_add(text.len())?)?;
+    let mut names = String::with_capacity(text.len());
+    let mut syms: Vec<(u64, u64, u32, u32, u32)> = Vec::with_capacity(lines);
     for (n, line) in text.lines().enumerate() {
         let mut parts = line.splitn(3, ' ');
         let (Some(start), Some(size), Some(name)) = (
@@ -143,44 +203,76 @@ fn parse(text: &str) -> Vec<(u64, u64, Arc<str>)> {
         if size == 0 || name.is_empty() {
             continue;
         }
-        syms.push((start, start.saturating_add(size), Arc::from(name), n));
+        let at = u32::try_from(names.len()).ok()?;
+        names.push_str(name);
+        let len = u32::try_from(name.len()).ok()?;
+        let n = u32::try_from(n).ok()?;
+        syms.push((start, start.saturating_add(size), at, len, n));
     }
     // Later lines first among equal starts, then keep only entries not overlapped by a later one.
-    syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.3.cmp(&a.3)));
-    let mut out: Vec<(u64, u64, Arc<str>, usize)> = Vec::with_capacity(syms.len());
+    syms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.4.cmp(&a.4)));
+    let mut out: Vec<(u64, u64, u32, u32, u32)> = Vec::with_capacity(syms.len());
     for s in syms {
         match out.last_mut() {
             Some(last) if s.0 < last.1 => {
-                if s.3 > last.3 {
+                if s.4 > last.4 {
                     *last = s;
                 }
             }
             _ => out.push(s),
         }
     }
-    out.into_iter().map(|(s, e, n, _)| (s, e, n)).collect()
+    let ranges: Vec<(u64, u64, u32, u32)> = out
+        .into_iter()
+        .map(|(s, e, at, len, _)| (s, e, at, len))
+        .collect();
+    names.shrink_to_fit();
+    drop(charge);
+    let kept = ranges.capacity() * std::mem::size_of::<(u64, u64, u32, u32)>() + names.capacity();
+    let charge = budget.charge(kept)?;
+    Some(JitSyms {
+        ranges,
+        names,
+        _charge: charge,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn lines_parse_into_ranges_and_bad_lines_are_skipped() {
+        let budget = Budget::new(1 << 20);
         let syms = parse(
             "7f0010 20 LazyCompile:*foo app.js:1\n\
              garbage\n\
              7f0000 10 bar\n\
              0x7f0100 0 empty\n\
-             7f0040 8 \n",
-        );
+             7f0040 8 \n\
+             7f0020 4 regenerated\n",
+            &budget,
+        )
+        .unwrap();
+        let all: Vec<(u64, u64, &str)> = syms
+            .ranges
+            .iter()
+            .map(|&(s, e, at, len)| (s, e, &syms.names[at as usize..(at + len) as usize]))
+            .collect();
         assert_eq!(
-            syms,
+            all,
             [
-                (0x7f0000, 0x7f0010, Arc::from("bar")),
-                (0x7f0010, 0x7f0030, Arc::from("LazyCompile:*foo app.js:1")),
+                (0x7f0000, 0x7f0010, "bar"),
+                (0x7f0020, 0x7f0024, "regenerated"),
             ]
         );
+        assert_eq!(syms.lookup(0x7f0023), Some("regenerated"));
+        assert!(budget.used() > 0);
+        drop(syms);
+        assert_eq!(budget.used(), 0, "the charge goes with the symbols");
+        // More than the budget: nothing.
+        assert!(parse("1000 10 f\n", &Budget::new(8)).is_none());
     }
 
     #[test]
@@ -192,16 +284,16 @@ mod tests {
         let mut maps = PerfMaps::in_dir(dir.to_str().unwrap());
         maps.seen(42);
         fs::write(&file, "1000 100 first\n2000 10 second\n").unwrap();
-        assert_eq!(maps.name(42, 0x1050).as_deref(), Some("first"));
+        assert_eq!(maps.name(42, 0x1050), Some("first"));
         // Not read since it was seen: a miss reads it again.
         assert_eq!(maps.name(42, 0x2004), None);
         std::thread::sleep(REREAD_EVERY);
-        assert_eq!(maps.find(42, 0x2004).as_deref(), Some("second"));
+        assert_eq!(maps.find(42, 0x2004), Some("second"));
         assert_eq!(maps.find(42, 0x3000), None);
         // The process exits and its map is deleted: the names stay until forgotten.
         maps.exit(42);
         fs::remove_file(&file).unwrap();
-        assert_eq!(maps.find(42, 0x2004).as_deref(), Some("second"));
+        assert_eq!(maps.find(42, 0x2004), Some("second"));
         maps.forget_exited();
         assert_eq!(maps.name(42, 0x2004), None);
         let _ = fs::remove_dir_all(&dir);

@@ -9,10 +9,16 @@
 //! Each file's unwind sections are read once (cached by path and build id; a file rebuilt since it
 //! was mapped is not used) and shared by every process that maps it. Each process gets a framehop
 //! unwinder built from its address space, rebuilt when the space changes.
+//!
+//! The files are opened through [`crate::untrusted`] (in the mapping process's root, no links,
+//! regular files only) and the sections kept are charged to the capture's [`Budget`]: a file
+//! whose sections do not fit, once the files no process's unwinder uses any more are evicted
+//! (least recently used first), is left without tables (its frames end the unwinding there) and
+//! remembered as failed rather than read again. A process's unwinder holds the files it was built
+//! from, so their bytes and their charge go together.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
 use std::sync::Arc;
 
 use framehop::{
@@ -23,6 +29,7 @@ use framehop::{
 use super::elf::{self, UnwindSections};
 use super::{Context, RawFrame};
 use crate::maps::{build_id, AddressSpaces, Mapping};
+use crate::untrusted::{self, Budget, Charge};
 
 /// Frames beyond this many are not unwound (a corrupt stack that loops).
 const MAX_FRAMES: usize = 512;
@@ -51,16 +58,42 @@ fn registers(regs: &[u64]) -> Option<(u64, u64, UnwindRegsNative)> {
 /// A file: its path and build id.
 type FileKey = (Arc<str>, Option<Vec<u8>>);
 
-type Native = UnwinderNative<Arc<[u8]>, MayAllocateDuringUnwind>;
+type Native = UnwinderNative<Bytes, MayAllocateDuringUnwind>;
+
+/// A section's bytes, shared with framehop without copying them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Bytes(Arc<Vec<u8>>);
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// One file's unwind sections and their charge to the budget.
+#[derive(Debug)]
+struct Loaded {
+    sections: UnwindSections,
+    _charge: Charge,
+}
+
+/// Files remembered as failed (not ELF, unreadable, refused, over the budget), at most.
+const MAX_FAILED: usize = 4096;
 
 /// Unwinds copied user stacks for every process of a capture.
 pub struct DwarfUnwinder {
-    /// Each file's unwind sections, by path and build id; `None`: not ELF, unreadable, or
-    /// rebuilt since it was mapped.
-    files: HashMap<FileKey, Option<Arc<UnwindSections>>>,
-    /// Each process's unwinder and the generation of the space it was built from.
-    procs: HashMap<u32, (u64, Native)>,
+    /// Each file's unwind sections, by path and build id, with the clock of their last use;
+    /// `None`: failed (not ELF, unreadable, refused by the door, over the budget, or rebuilt
+    /// since it was mapped).
+    files: HashMap<FileKey, Option<(Arc<Loaded>, u64)>>,
+    /// Each process's unwinder, the generation of the space it was built from, and the files it
+    /// holds.
+    procs: HashMap<u32, (u64, Native, Vec<Arc<Loaded>>)>,
     cache: CacheNative<MayAllocateDuringUnwind>,
+    budget: Budget,
+    clock: u64,
 }
 
 impl fmt::Debug for DwarfUnwinder {
@@ -81,10 +114,17 @@ impl Default for DwarfUnwinder {
 impl DwarfUnwinder {
     /// No files read yet.
     pub fn new() -> Self {
+        Self::with_budget(Budget::default())
+    }
+
+    /// No files read yet; the sections kept are charged to `budget`.
+    pub fn with_budget(budget: Budget) -> Self {
         Self {
             files: HashMap::new(),
             procs: HashMap::new(),
             cache: CacheNative::new(),
+            budget,
+            clock: 0,
         }
     }
 
@@ -109,12 +149,17 @@ impl DwarfUnwinder {
             return false;
         };
         let generation = maps.generation(pid);
-        let stale = self.procs.get(&pid).is_none_or(|(g, _)| *g != generation);
+        let stale = self
+            .procs
+            .get(&pid)
+            .is_none_or(|(g, _, _)| *g != generation);
         if stale {
-            let unwinder = self.build(pid, maps);
-            self.procs.insert(pid, (generation, unwinder));
+            // The old unwinder lets go of its files first: they may be evicted for the new one's.
+            self.procs.remove(&pid);
+            let (unwinder, held) = self.build(pid, maps);
+            self.procs.insert(pid, (generation, unwinder, held));
         }
-        let Some((_, unwinder)) = self.procs.get(&pid) else {
+        let Some((_, unwinder, _)) = self.procs.get(&pid) else {
             return false;
         };
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
@@ -146,8 +191,9 @@ impl DwarfUnwinder {
     }
 
     /// A framehop unwinder with a module for every file mapping of `pid`'s space.
-    fn build(&mut self, pid: u32, maps: &AddressSpaces) -> Native {
+    fn build(&mut self, pid: u32, maps: &AddressSpaces) -> (Native, Vec<Arc<Loaded>>) {
         let mut unwinder = Native::new();
+        let mut held: Vec<Arc<Loaded>> = Vec::new();
         for (range, id) in maps.space(pid) {
             let Some(mapping) = maps.mapping(id) else {
                 continue;
@@ -155,9 +201,10 @@ impl DwarfUnwinder {
             if !mapping.is_file() {
                 continue;
             }
-            let Some(sections) = self.sections(mapping) else {
+            let Some(loaded) = self.sections(pid, mapping) else {
                 continue;
             };
+            let sections = &loaded.sections;
             let Some(bias) = sections.bias(mapping.start, mapping.file_offset) else {
                 continue;
             };
@@ -166,31 +213,94 @@ impl DwarfUnwinder {
                 text_svma: sections.text.clone(),
                 got_svma: sections.got.clone(),
                 eh_frame_svma: sections.eh_frame.as_ref().map(|s| s.svma.clone()),
-                eh_frame: sections.eh_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                eh_frame: sections
+                    .eh_frame
+                    .as_ref()
+                    .map(|s| Bytes(Arc::clone(&s.data))),
                 eh_frame_hdr_svma: sections.eh_frame_hdr.as_ref().map(|s| s.svma.clone()),
-                eh_frame_hdr: sections.eh_frame_hdr.as_ref().map(|s| Arc::clone(&s.data)),
-                debug_frame: sections.debug_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                eh_frame_hdr: sections
+                    .eh_frame_hdr
+                    .as_ref()
+                    .map(|s| Bytes(Arc::clone(&s.data))),
+                debug_frame: sections
+                    .debug_frame
+                    .as_ref()
+                    .map(|s| Bytes(Arc::clone(&s.data))),
                 ..ExplicitModuleSectionInfo::default()
             };
             unwinder.add_module(Module::new(mapping.path.to_string(), range, bias, info));
+            if !held.iter().any(|h| Arc::ptr_eq(h, &loaded)) {
+                held.push(loaded);
+            }
         }
-        unwinder
+        (unwinder, held)
     }
 
-    /// The unwind sections of a mapping's file, read once.
-    fn sections(&mut self, mapping: &Mapping) -> Option<Arc<UnwindSections>> {
+    /// The unwind sections of a mapping's file (as process `pid` names it), read once.
+    fn sections(&mut self, pid: u32, mapping: &Mapping) -> Option<Arc<Loaded>> {
+        self.clock += 1;
         let key = (Arc::clone(&mapping.path), mapping.build_id.clone());
-        if let Some(s) = self.files.get(&key) {
-            return s.clone();
+        if let Some(s) = self.files.get_mut(&key) {
+            let (loaded, used) = s.as_mut()?;
+            *used = self.clock;
+            return Some(Arc::clone(loaded));
         }
-        let path = Path::new(&*mapping.path);
-        let current = mapping.build_id.is_none() || build_id::read(path) == mapping.build_id;
-        let sections = current
-            .then(|| elf::read(path))
-            .flatten()
-            .filter(UnwindSections::has_tables)
-            .map(Arc::new);
-        self.files.insert(key, sections.clone());
-        sections
+        let loaded = self.load(pid, mapping).map(Arc::new);
+        if loaded.is_none() && self.files.values().filter(|f| f.is_none()).count() >= MAX_FAILED {
+            self.files.retain(|_, f| f.is_some());
+        }
+        self.files
+            .insert(key, loaded.as_ref().map(|l| (Arc::clone(l), self.clock)));
+        loaded
+    }
+
+    /// Reads a mapping's file through the door: its build id and its sections from the one open
+    /// file, within what the budget has left once unused files are evicted.
+    fn load(&mut self, pid: u32, mapping: &Mapping) -> Option<Loaded> {
+        let file = untrusted::open(&mapping.path, Some(pid)).ok()?;
+        if mapping.build_id.is_some() && build_id::of_file(file.file()) != mapping.build_id {
+            return None;
+        }
+        // Room for the sections the file claims: the files no unwinder holds go first.
+        let want = usize::try_from(elf::claimed(file.file())?).unwrap_or(usize::MAX);
+        while self.budget.available() < want && self.evict_one() {}
+        let max = self.budget.available() as u64;
+        let sections = elf::read(file.file(), max)?;
+        if !sections.has_tables() {
+            return None;
+        }
+        let bytes = [
+            &sections.eh_frame,
+            &sections.eh_frame_hdr,
+            &sections.debug_frame,
+        ]
+        .iter()
+        .filter_map(|s| s.as_ref())
+        .map(|s| s.data.len())
+        .sum::<usize>();
+        let charge = self.budget.charge(bytes)?;
+        Some(Loaded {
+            sections,
+            _charge: charge,
+        })
+    }
+
+    /// Drops the least recently used file that no process's unwinder holds; `false` when there
+    /// is none.
+    fn evict_one(&mut self) -> bool {
+        let oldest = self
+            .files
+            .iter()
+            .filter_map(|(k, f)| f.as_ref().map(|(l, used)| (k, l, *used)))
+            .filter(|(_, l, _)| Arc::strong_count(l) == 1)
+            .min_by_key(|(_, _, used)| *used)
+            .map(|(k, _, _)| k.clone());
+        match oldest {
+            Some(k) => {
+                self.files.remove(&k);
+                true
+            }
+            None => false,
+        }
     }
 }

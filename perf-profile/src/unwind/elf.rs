@@ -3,8 +3,8 @@
 //! mapping's file offset into the file's load bias. Read once per file; only these sections are
 //! kept in memory.
 
+use std::fs::File;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::elf::{self, Elf, Endian, Source, PT_LOAD};
@@ -17,8 +17,9 @@ const MAX_SECTION: u64 = 256 << 20;
 pub(crate) struct Section {
     /// Its addresses in the file's own address space (`sh_addr`).
     pub svma: Range<u64>,
-    /// Its bytes (decompressed).
-    pub data: Arc<[u8]>,
+    /// Its bytes (decompressed), as read: not copied into an `Arc<[u8]>`, which would hold two
+    /// copies at once of what may be most of the budget.
+    pub data: Arc<Vec<u8>>,
 }
 
 /// What unwinding needs from one ELF file.
@@ -59,14 +60,32 @@ impl UnwindSections {
     }
 }
 
-/// The unwind sections of the file at `path`; `None` when it is not a 64-bit little-endian ELF
-/// file or cannot be read.
-pub(crate) fn read(path: &Path) -> Option<UnwindSections> {
-    parse(elf::open(path)?)
+/// The unwind sections of the open file `file`, their bytes together at most `max`; `None` when
+/// it is not a 64-bit little-endian ELF file or cannot be read.
+pub(crate) fn read(file: &File, max: u64) -> Option<UnwindSections> {
+    parse(elf::of(file)?, max)
 }
 
-/// The unwind sections of a 64-bit little-endian ELF file.
-pub(crate) fn parse(mut elf: Elf<impl Source>) -> Option<UnwindSections> {
+/// The bytes the unwind sections of the open file `file` claim, as their headers say (compressed
+/// ones: their compressed size).
+pub(crate) fn claimed(file: &File) -> Option<u64> {
+    let sections = elf::of(file)?.sections()?;
+    Some(
+        sections
+            .iter()
+            .filter(|s| {
+                matches!(
+                    &s.name[..],
+                    b".eh_frame" | b".eh_frame_hdr" | b".debug_frame"
+                )
+            })
+            .fold(0, |n, s| n.saturating_add(s.size)),
+    )
+}
+
+/// The unwind sections of a 64-bit little-endian ELF file, their bytes together at most `max`
+/// (a section past it is left out, whatever the file claims).
+pub(crate) fn parse(mut elf: Elf<impl Source>, max: u64) -> Option<UnwindSections> {
     let h = elf.header();
     if !h.is64 || h.endian != Endian::Little {
         return None;
@@ -77,12 +96,15 @@ pub(crate) fn parse(mut elf: Elf<impl Source>) -> Option<UnwindSections> {
             out.loads.push((ph.offset, ph.vaddr, ph.filesz, ph.align));
         }
     }
+    let mut left = max;
     for s in elf.sections()? {
         let svma = s.addr..s.addr.saturating_add(s.size);
         let mut section = || {
+            let data = elf.section_data(&s, MAX_SECTION.min(left))?;
+            left -= data.len() as u64;
             Some(Section {
                 svma: svma.clone(),
-                data: elf.section_data(&s, MAX_SECTION)?.into(),
+                data: Arc::new(data),
             })
         };
         match &s.name[..] {
@@ -108,7 +130,8 @@ mod tests {
     #[test]
     fn own_executable_has_eh_frame_where_readelf_says() {
         let exe = std::env::current_exe().unwrap();
-        let s = read(&exe).expect("this test binary is a 64-bit little-endian ELF file");
+        let f = File::open(&exe).unwrap();
+        let s = read(&f, u64::MAX).expect("this test binary is a 64-bit little-endian ELF file");
         assert!(s.has_tables());
         let Some(text) = crate::elf::tests::readelf(&["-W", "-S"], &exe) else {
             return;
@@ -159,11 +182,14 @@ mod tests {
         ];
         let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
         let file = build(true, Endian::Little, segments, sections);
-        let s = parse(Elf::parse(&file, reader(&file)).unwrap()).unwrap();
+        let s = parse(Elf::parse(&file, reader(&file)).unwrap(), u64::MAX).unwrap();
         assert_eq!(s.text, Some(0x1000..0x1010));
         assert_eq!(s.eh_frame_hdr.unwrap().svma, 0x2000..0x2008);
         let eh = s.eh_frame.unwrap();
         assert_eq!((eh.svma, &eh.data[..]), (0x2008..0x2020, &[2; 24][..]));
+        // Within 30 bytes: .eh_frame_hdr (8) fits, .eh_frame (24) does not.
+        let small = parse(Elf::parse(&file, reader(&file)).unwrap(), 30).unwrap();
+        assert!(small.eh_frame_hdr.is_some() && small.eh_frame.is_none());
         // .eh_frame is there: .debug_frame is not kept.
         assert!(s.debug_frame.is_none());
         assert_eq!(s.loads.len(), 1);
@@ -174,7 +200,7 @@ mod tests {
         // framehop unwinds x86_64 and aarch64: 32-bit and big-endian files are not read.
         for (is64, e) in [(false, Endian::Little), (true, Endian::Big)] {
             let file = build(is64, e, segments, sections);
-            assert!(parse(Elf::parse(&file, reader(&file)).unwrap()).is_none());
+            assert!(parse(Elf::parse(&file, reader(&file)).unwrap(), u64::MAX).is_none());
         }
     }
 
@@ -186,6 +212,6 @@ mod tests {
         head[32] = 0xff;
         head[54] = 56;
         head[56] = 3;
-        assert!(parse(Elf::parse(&head, none).unwrap()).is_none());
+        assert!(parse(Elf::parse(&head, none).unwrap(), u64::MAX).is_none());
     }
 }

@@ -1,0 +1,442 @@
+//! The one door through which the profiler opens files that other users control, and the one
+//! byte budget that what it keeps of them shares.
+//!
+//! A system-wide profiler runs as root (or with `CAP_PERFMON`) next to processes of every user,
+//! and reads on their behalf: `/tmp/perf-PID.map`, every path in `/proc/PID/maps` and MMAP2
+//! records, the ELF, DWARF and unwind tables inside those files, the debug files they lead to.
+//! Each of those is the neighbour's to shape. Every such read goes through here, under these
+//! rules:
+//!
+//! - **No path is followed.** A file is opened `O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`
+//!   with `openat2(2)` and `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: a symlink in any
+//!   component is refused (paths from `/proc/PID/maps` and MMAP2 records are canonical, so no
+//!   honest path has one). `O_NONBLOCK` makes opening a FIFO return at once (and it is then
+//!   refused): no open waits for a writer.
+//! - **A process's path is the process's.** A path a process named is resolved in the process's
+//!   own root (`/proc/PID/root`, with `RESOLVE_IN_ROOT`, so that even `..` and absolute names
+//!   stay inside it): a process in its own mount namespace names its own files, not the host's.
+//!   Once the process is gone (a mapping from the records of a process that has exited),
+//!   `/proc/PID/root` is gone too and the path is resolved from the host's root, under the same
+//!   rules; the build id the kernel recorded (Linux 5.12+) then guards against a different file
+//!   of that name, since every reader compares it.
+//! - **Regular files only.** The opened handle is `fstat`ed: a FIFO, a device (`/dev/zero`), a
+//!   socket or a directory is refused, whatever its name. The checks are on the handle, never on
+//!   the path, and the handle, not the path, flows to every reader downstream (build id, ELF
+//!   tables, unwind tables, blazesym as `/proc/self/fd/N`): a file swapped in between cannot
+//!   mislead one of them.
+//! - **JIT maps are their process's.** `/tmp/perf-PID.map` is read only when it is owned by one
+//!   of the process's user ids, by root, or by the profiler's own user (perf's rule), so a link
+//!   to someone else's file names nothing.
+//! - **Debug files come from a root-owned tree.** A build-id debug file is opened beneath
+//!   `/usr/lib/debug` with `RESOLVE_BENEATH` (symlinks that stay inside the tree are followed, as
+//!   distributions install them) and must be owned by root.
+//! - **Reads are bounded by what the reader budgets**, never by what the file or its metadata
+//!   claims: [`Vetted::read_to_end`] stops at its limit, the ELF reader at each table's.
+//! - **What is kept is charged to one [`Budget`]** (JIT maps, unwind tables, function tables;
+//!   [`DEFAULT_MEMORY_BUDGET`]): each cache evicts its own least recently used files to make room
+//!   and otherwise refuses the new file, which then costs its frames their names, never memory.
+//!   A refused or failed file is remembered as failed and not read again per sample.
+//!
+//! Where `openat2` is not available (seccomp filters in some containers; it needs Linux 5.6,
+//! older than the project's oldest kernel) the door falls back to `open` with `O_NOFOLLOW` on the
+//! last component and the same checks on the handle.
+//!
+//! Not covered here: a regular file on a hung file system (FUSE, NFS) still blocks the read that
+//! touches it.
+
+use std::fs::{File, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+/// The bytes that JIT maps, unwind tables and function tables kept in memory share by default:
+/// the profiler stays within about 64 MiB plus this.
+pub const DEFAULT_MEMORY_BUDGET: usize = 128 << 20;
+
+/// Where separate debug files are installed by build id (`.build-id/xx/yyyy.debug`).
+pub const DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// A regular file opened through the door, with its metadata from the open handle.
+#[derive(Debug)]
+pub struct Vetted {
+    file: File,
+    meta: Metadata,
+}
+
+/// What identifies a file's contents as opened: device, inode, size and modification time.
+pub type Identity = (u64, u64, u64, i64, i64);
+
+impl Vetted {
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The open file, for readers that take it.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+
+    /// Its size when opened.
+    pub fn len(&self) -> u64 {
+        self.meta.len()
+    }
+
+    /// Whether it was empty when opened.
+    pub fn is_empty(&self) -> bool {
+        self.meta.len() == 0
+    }
+
+    /// Its owner.
+    pub fn uid(&self) -> u32 {
+        self.meta.uid()
+    }
+
+    /// Device, inode, size and modification time, as `fstat` gave them.
+    pub fn identity(&self) -> Identity {
+        let m = &self.meta;
+        (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec())
+    }
+
+    /// The whole file when it holds at most `max` bytes, read from the handle whatever its size
+    /// said; an error once more than `max` bytes come.
+    ///
+    /// # Errors
+    ///
+    /// A read error, or [`io::ErrorKind::FileTooLarge`] past `max` bytes.
+    pub fn read_to_end(&self, max: u64) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len().min(max)).unwrap_or(0));
+        (&self.file)
+            .take(max.saturating_add(1))
+            .read_to_end(&mut out)?;
+        if out.len() as u64 > max {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("larger than the {max} bytes budgeted for it"),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why.to_owned())
+}
+
+/// The flags of every open through the door.
+fn oflags() -> OFlags {
+    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY
+}
+
+/// `path` opened at `dir` with `resolve`, falling back to a plain `O_NOFOLLOW` open where
+/// `openat2` is not there (then `path` must be absolute and is taken from the host's root).
+fn openat2_or_open(
+    dir: Option<&File>,
+    path: &str,
+    resolve: ResolveFlags,
+    fallback: &str,
+) -> io::Result<File> {
+    let r = match dir {
+        Some(d) => rustix::fs::openat2(d, path, oflags(), Mode::empty(), resolve),
+        None => rustix::fs::openat2(rustix::fs::CWD, path, oflags(), Mode::empty(), resolve),
+    };
+    match r {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(fallback)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Checks that `file` is a regular file.
+fn vet(file: File) -> io::Result<Vetted> {
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(refused("not a regular file"));
+    }
+    Ok(Vetted { file, meta })
+}
+
+/// `/proc/PID/root`, the root of `pid`'s file system view; `None` once the process is gone.
+fn process_root(pid: u32) -> Option<File> {
+    rustix::fs::open(
+        format!("/proc/{pid}/root"),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .map(File::from)
+}
+
+/// The regular file at the absolute `path` as process `pid` names it (in its own root while it
+/// lives; from the host's root for `None` or a process that is gone), no symlink followed.
+///
+/// # Errors
+///
+/// The open's error (`ELOOP` for a symlink, `ENOENT`, ...), or `PermissionDenied` for a relative
+/// path or something other than a regular file.
+pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
+    if !path.starts_with('/') {
+        return Err(refused("not an absolute path"));
+    }
+    let no_links = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let file = match pid.and_then(process_root) {
+        Some(root) => openat2_or_open(Some(&root), path, no_links | ResolveFlags::IN_ROOT, path)?,
+        None => openat2_or_open(None, path, no_links, path)?,
+    };
+    vet(file)
+}
+
+/// The JIT map `path` of process `pid` (`/tmp/perf-PID.map`): [`open`]'s rules, and it must be
+/// owned by one of the process's user ids, by root, or by the profiler's own effective user.
+///
+/// # Errors
+///
+/// As [`open`], and `PermissionDenied` for a map owned by anyone else.
+pub fn open_jit_map(path: &str, pid: u32) -> io::Result<Vetted> {
+    let f = open(path, Some(pid))?;
+    let uid = f.uid();
+    let own = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    if uid == 0 || Some(uid) == own || process_uids(pid).contains(&uid) {
+        Ok(f)
+    } else {
+        Err(refused("owned by a user the process does not run as"))
+    }
+}
+
+/// The real, effective, saved and file-system user ids of `pid` (none once it is gone).
+fn process_uids(pid: u32) -> Vec<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|ids| {
+            ids.split_whitespace()
+                .filter_map(|i| i.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The separate debug file `rel` (e.g. `.build-id/ab/cdef.debug`) beneath [`DEBUG_DIR`]:
+/// symlinks inside the tree are followed, none out of it; the file must be root's.
+///
+/// # Errors
+///
+/// The open's error, or `PermissionDenied` for a file not owned by root or not regular.
+pub fn open_debug_file(rel: &str) -> io::Result<Vetted> {
+    open_beneath(Path::new(DEBUG_DIR), rel)
+}
+
+fn open_beneath(dir: &Path, rel: &str) -> io::Result<Vetted> {
+    let root = File::from(rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?);
+    let fallback = dir.join(rel);
+    let file = openat2_or_open(
+        Some(&root),
+        rel,
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        &fallback.to_string_lossy(),
+    )?;
+    let f = vet(file)?;
+    if f.uid() != 0 {
+        return Err(refused("a debug file not owned by root"));
+    }
+    Ok(f)
+}
+
+/// A kernel or system file the profiler reads for itself (`/proc/kallsyms`): opened without
+/// following a symlink at its last component, non-blocking; regular files and the kernel's
+/// `/proc` files only.
+///
+/// # Errors
+///
+/// The open's error.
+pub fn open_system(path: &str) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+/// The bytes that everything kept from other users' files shares: JIT maps, unwind tables,
+/// function tables. Clones share the count. A [`Charge`] holds bytes until it is dropped, so a
+/// cache keeps a file's charge beside its data and both go together.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    limit: usize,
+    used: Arc<AtomicUsize>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(DEFAULT_MEMORY_BUDGET)
+    }
+}
+
+impl Budget {
+    /// A budget of `limit` bytes, nothing used.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The bytes charged now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The bytes that may still be charged.
+    pub fn available(&self) -> usize {
+        self.limit.saturating_sub(self.used())
+    }
+
+    /// `bytes` charged, when they fit.
+    pub fn charge(&self, bytes: usize) -> Option<Charge> {
+        let mut now = self.used.load(Ordering::Relaxed);
+        loop {
+            let after = now.checked_add(bytes).filter(|&a| a <= self.limit)?;
+            match self
+                .used
+                .compare_exchange_weak(now, after, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    return Some(Charge {
+                        used: Arc::clone(&self.used),
+                        bytes,
+                    })
+                }
+                Err(v) => now = v,
+            }
+        }
+    }
+}
+
+/// Bytes charged to a [`Budget`] until dropped.
+#[derive(Debug)]
+pub struct Charge {
+    used: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// The bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("pp-door-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn regular_files_open_links_fifos_and_devices_do_not() {
+        let d = dir("kinds");
+        let file = d.join("file");
+        std::fs::write(&file, "1000 10 f\n").unwrap();
+        let s = |p: &Path| p.to_str().unwrap().to_owned();
+        let f = open(&s(&file), None).unwrap();
+        assert_eq!(f.read_to_end(100).unwrap(), b"1000 10 f\n");
+        assert_eq!(
+            f.read_to_end(3).map_err(|e| e.kind()).err(),
+            None,
+            "the handle is at its end: nothing more comes"
+        );
+        let f = open(&s(&file), None).unwrap();
+        assert_eq!(
+            f.read_to_end(3).unwrap_err().kind(),
+            io::ErrorKind::FileTooLarge
+        );
+        let link = d.join("link");
+        symlink(&file, &link).unwrap();
+        assert!(open(&s(&link), None).is_err(), "a symlink");
+        // A link in a directory component too.
+        let dlink = d.join("dlink");
+        symlink(&d, &dlink).unwrap();
+        assert!(open(&s(&dlink.join("file")), None).is_err());
+        // A FIFO opens at once (no writer needed) and is refused.
+        let fifo = d.join("fifo");
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let started = std::time::Instant::now();
+        assert!(open(&s(&fifo), None).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(open("/dev/zero", None).is_err(), "a device");
+        assert!(open("/proc/self/exe", None).is_err(), "a magic link");
+        assert!(open("relative/path", None).is_err());
+        // In this process's own root, the same file.
+        let mine = open(&s(&file), Some(std::process::id())).unwrap();
+        assert_eq!(mine.identity(), open(&s(&file), None).unwrap().identity());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    use std::process::Command;
+
+    #[test]
+    fn a_jit_map_of_another_user_is_refused() {
+        // As root: a file owned by nobody is neither root's nor this process's.
+        if !std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+            println!("skipped: needs root to give a file to another user");
+            return;
+        }
+        let d = dir("owner");
+        let map = d.join("perf-1.map");
+        std::fs::write(&map, "1000 10 f\n").unwrap();
+        let p = map.to_str().unwrap();
+        assert!(open_jit_map(p, std::process::id()).is_ok(), "root's");
+        std::os::unix::fs::chown(&map, Some(65534), None).unwrap();
+        assert!(open_jit_map(p, std::process::id()).is_err(), "nobody's");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn charges_fit_the_budget_and_return_when_dropped() {
+        let b = Budget::new(100);
+        let a = b.charge(60).unwrap();
+        assert!(b.charge(50).is_none());
+        let c = b.clone().charge(40).unwrap();
+        assert_eq!((b.used(), b.available()), (100, 0));
+        drop(a);
+        assert_eq!(b.used(), 40);
+        drop(c);
+        assert_eq!(b.used(), 0);
+        assert!(b.charge(101).is_none());
+        assert!(b.charge(usize::MAX).is_none());
+    }
+}
