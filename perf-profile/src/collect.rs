@@ -226,7 +226,12 @@ impl Profiler {
         }
         check_call_graph(opts.call_graph)?;
         let start = SystemTime::now();
+        let budget = crate::untrusted::Budget::new(opts.memory_budget);
+        // Other processes' files are read on the loader's threads, never on the one that drains
+        // the rings (see `crate::untrusted`); seeding, before the capture starts, waits longer.
+        let loader = crate::untrusted::Loader::new();
         let mut maps = AddressSpaces::new();
+        maps.set_loader(loader.clone(), Duration::from_secs(1));
         let (tasks, mode) = match &target {
             Target::Command(_) => (vec![Some(Proc::CURRENT)], Mode_::Command),
             Target::System => (vec![None], Mode_::System),
@@ -282,11 +287,12 @@ impl Profiler {
                 }
             }
         }
-        let budget = crate::untrusted::Budget::new(opts.memory_budget);
+        maps.set_loader(loader.clone(), crate::untrusted::DRAIN_WAIT);
         let mut symbols = Symbols::new(opts.symbolize);
         symbols.set_budget(budget.clone());
         let mut jit = PerfMaps::new();
         jit.set_budget(budget.clone());
+        jit.set_loader(loader.clone(), crate::untrusted::DRAIN_WAIT);
         Ok(Self {
             source,
             pipe: Pipeline {
@@ -311,8 +317,11 @@ impl Profiler {
                 raw: Vec::new(),
                 frames: Vec::new(),
                 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-                dwarf: matches!(opts.call_graph, CallGraph::Dwarf { .. })
-                    .then(|| unwind::dwarf::DwarfUnwinder::with_budget(budget)),
+                dwarf: matches!(opts.call_graph, CallGraph::Dwarf { .. }).then(|| {
+                    let mut d = unwind::dwarf::DwarfUnwinder::with_budget(budget);
+                    d.set_loader(loader, crate::untrusted::DRAIN_WAIT);
+                    d
+                }),
                 cut: None,
                 waits: opts.off_cpu.then(Waits::new),
                 jit,

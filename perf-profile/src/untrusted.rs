@@ -41,15 +41,26 @@
 //! older than the project's oldest kernel) the door falls back to `open` with `O_NOFOLLOW` on the
 //! last component and the same checks on the handle.
 //!
-//! Not covered here: a regular file on a hung file system (FUSE, NFS) still blocks the read that
-//! touches it.
+//! **Nothing blocks the capture.** The thread that drains the rings never opens or reads another
+//! process's file itself: JIT maps, build ids of mappings and `-g dwarf` unwind tables are loaded
+//! by a [`Loader`], a few worker threads with a bounded queue, which the drain path asks and waits
+//! on for at most a few milliseconds ([`DRAIN_WAIT`]). A file not loaded by then is asked for
+//! again later and its result, once there, is picked up: meanwhile the samples keep their
+//! address-only frames. A file on a hung file system (FUSE, NFS) holds one worker for good; with
+//! all [`MAX_WORKERS`] held, new files wait in the queue and then are not asked for (their frames
+//! stay addresses), but the capture goes on. Symbolization at a snapshot (`Profiler::profile`,
+//! `cut`, `finish`) still reads on the caller's thread, through this door: a FIFO or device
+//! cannot hold it, a hung file system still can.
 
+use std::any::Any;
+use std::collections::{HashSet, VecDeque};
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
@@ -184,6 +195,8 @@ fn process_root(pid: u32) -> Option<File> {
 /// The open's error (`ELOOP` for a symlink, `ENOENT`, ...), or `PermissionDenied` for a relative
 /// path or something other than a regular file.
 pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
+    #[cfg(test)]
+    stall::wait_while_held(path);
     if !path.starts_with('/') {
         return Err(refused("not an absolute path"));
     }
@@ -350,6 +363,197 @@ impl Drop for Charge {
     }
 }
 
+/// How long the thread that drains the rings waits for a file it asked the [`Loader`] for.
+pub const DRAIN_WAIT: Duration = Duration::from_millis(5);
+
+/// Worker threads of a [`Loader`], at most: each file on a hung file system holds one.
+pub const MAX_WORKERS: usize = 4;
+
+/// Loads waiting for a worker, at most; more are not queued (asked again later).
+const MAX_QUEUE: usize = 256;
+
+/// Results kept for askers that have not come back for them, at most (the oldest go).
+const MAX_DONE: usize = 256;
+
+type Job = Box<dyn FnOnce() -> Box<dyn Any + Send> + Send>;
+
+/// The answer of [`Loader::ask`].
+#[derive(Debug)]
+pub enum Asked<T> {
+    /// The load's result.
+    Ready(T),
+    /// Not done yet (or not queued, the queue being full): ask again later.
+    Pending,
+}
+
+/// Opens and reads files on worker threads, so that the caller waits for a file only as long as
+/// it says: see the module's documentation. Clones share the workers.
+#[derive(Clone, Default)]
+pub struct Loader {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.shared.lock();
+        f.debug_struct("Loader")
+            .field("workers", &st.workers)
+            .field("queued", &st.queue.len())
+            .field("done", &st.done.len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<(u64, Job)>,
+    /// Keys queued or being loaded.
+    in_flight: HashSet<u64>,
+    done: VecDeque<(u64, Box<dyn Any + Send>)>,
+    workers: usize,
+    idle: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A job that panicked is the only way to poison the lock; the state stays consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Loader {
+    /// A loader; its workers start when first needed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The result of the load named `key`: one done earlier (since asked), else `job` queued and
+    /// waited for at most `wait`. A load of `key` queued or running already is not queued again
+    /// nor waited for.
+    pub fn ask<T: Send + 'static>(
+        &self,
+        key: u64,
+        wait: Duration,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Asked<T> {
+        let mut deadline = Instant::now() + wait;
+        let mut st = self.shared.lock();
+        if st.in_flight.contains(&key) {
+            // Asked before and still loading: slow or stuck, and waiting again would not help.
+            deadline = Instant::now();
+        } else if !st.done.iter().any(|(k, _)| *k == key) {
+            if st.queue.len() >= MAX_QUEUE {
+                return Asked::Pending;
+            }
+            st.queue.push_back((
+                key,
+                Box::new(move || Box::new(job()) as Box<dyn Any + Send>),
+            ));
+            st.in_flight.insert(key);
+            if st.idle == 0 && st.workers < MAX_WORKERS {
+                st.workers += 1;
+                let shared = Arc::clone(&self.shared);
+                let spawned = std::thread::Builder::new()
+                    .name("perf-profile-loader".into())
+                    .spawn(move || work(&shared));
+                if spawned.is_err() {
+                    st.workers -= 1;
+                }
+            }
+            self.shared.changed.notify_all();
+        }
+        loop {
+            if let Some(i) = st.done.iter().position(|(k, _)| *k == key) {
+                let (_, result) = st.done.remove(i).expect("found at i");
+                return match result.downcast::<T>() {
+                    Ok(r) => Asked::Ready(*r),
+                    Err(_) => Asked::Pending,
+                };
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Asked::Pending;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A worker: runs queued loads until the loader is gone.
+fn work(shared: &Arc<Shared>) {
+    let mut st = shared.lock();
+    loop {
+        let Some((key, job)) = st.queue.pop_front() else {
+            // The loader's owners are gone when only the workers hold it.
+            if Arc::strong_count(shared) <= st.workers {
+                st.workers -= 1;
+                return;
+            }
+            st.idle += 1;
+            st = shared
+                .changed
+                .wait_timeout(st, Duration::from_secs(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            st.idle -= 1;
+            continue;
+        };
+        drop(st);
+        let result = job();
+        st = shared.lock();
+        st.in_flight.remove(&key);
+        st.done.push_back((key, result));
+        if st.done.len() > MAX_DONE {
+            st.done.pop_front();
+        }
+        shared.changed.notify_all();
+    }
+}
+
+/// A key for [`Loader::ask`] from anything hashable.
+pub fn key(of: impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(of)
+}
+
+/// Tests' stand-in for a file on a hung file system: opening a held path blocks until released.
+#[cfg(test)]
+pub(crate) mod stall {
+    use std::sync::{Condvar, Mutex};
+
+    static HELD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static RELEASED: Condvar = Condvar::new();
+
+    /// Opens of `path` block from now on.
+    pub(crate) fn hold(path: &str) {
+        HELD.lock().unwrap().push(path.to_owned());
+    }
+
+    /// Opens of `path` go on.
+    pub(crate) fn release(path: &str) {
+        HELD.lock().unwrap().retain(|p| p != path);
+        RELEASED.notify_all();
+    }
+
+    pub(super) fn wait_while_held(path: &str) {
+        let mut held = HELD.lock().unwrap();
+        while held.iter().any(|p| p == path) {
+            held = RELEASED.wait(held).unwrap();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -438,5 +642,68 @@ mod tests {
         assert_eq!(b.used(), 0);
         assert!(b.charge(101).is_none());
         assert!(b.charge(usize::MAX).is_none());
+    }
+
+    /// A load stuck for good (a file on a hung file system, simulated by a job that waits on a
+    /// channel nobody sends on until the end) costs its asker a few milliseconds, not the
+    /// caller: other loads go on, and a load's late result is picked up when asked again.
+    #[test]
+    fn a_stuck_load_costs_its_wait_not_the_caller() {
+        let loader = Loader::new();
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let started = Instant::now();
+        let a = loader.ask(key("stuck"), DRAIN_WAIT, move || stuck.recv().is_ok());
+        assert!(matches!(a, Asked::Pending));
+        // Asked again while in flight: not queued twice, not waited for, still pending.
+        let again = loader.ask(key("stuck"), Duration::from_secs(60), || false);
+        assert!(matches!(again, Asked::Pending));
+        // Another file loads meanwhile, on another worker.
+        let b = loader.ask(key("other"), Duration::from_secs(10), || 42);
+        assert!(matches!(b, Asked::Ready(42)));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Once the stuck one finishes, its result waits for the asker.
+        release.send(()).unwrap();
+        let mut late = Asked::Pending;
+        for _ in 0..1000 {
+            late = loader.ask(key("stuck"), Duration::from_millis(10), || false);
+            if matches!(late, Asked::Ready(_)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(matches!(late, Asked::Ready(true)), "{late:?}");
+        // Taken once: asked again, it is loaded again.
+        assert!(matches!(
+            loader.ask(key("stuck"), Duration::from_secs(10), || false),
+            Asked::Ready(false)
+        ));
+    }
+
+    /// With every worker held by a stuck load, new loads wait (pending) and the caller does not.
+    #[test]
+    fn all_workers_stuck_leaves_new_loads_pending() {
+        let loader = Loader::new();
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let stuck = Arc::new(Mutex::new(stuck));
+        for i in 0..MAX_WORKERS {
+            let s = Arc::clone(&stuck);
+            let _ = loader.ask(key(("stuck", i)), DRAIN_WAIT, move || {
+                let _ = s.lock().unwrap().recv();
+            });
+        }
+        let started = Instant::now();
+        let r = loader.ask(key("new"), Duration::from_millis(50), || 1);
+        assert!(matches!(r, Asked::Pending));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(release);
+        let mut r = Asked::Pending;
+        for _ in 0..1000 {
+            r = loader.ask(key("new"), Duration::from_millis(10), || 1);
+            if matches!(r, Asked::Ready(_)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(matches!(r, Asked::Ready(1)));
     }
 }

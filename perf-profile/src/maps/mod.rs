@@ -18,6 +18,9 @@ pub mod perf_map;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::sync::Arc;
+use std::time::Duration;
+
+use crate::untrusted::{self, Asked, Loader};
 
 pub use kernel::{KernelSymbol, KernelSymbols};
 
@@ -79,12 +82,23 @@ pub struct AddressSpaces {
     /// Per process, a number that changes whenever its space does (for caches of a space).
     generations: HashMap<u32, u64>,
     next_generation: u64,
+    /// Who reads build ids from files, and how long a read is waited for.
+    loader: Loader,
+    wait: Option<Duration>,
 }
 
 impl AddressSpaces {
     /// No processes yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reads build ids from files with `loader` (shared with the other caches of a capture),
+    /// waiting at most `wait` for one (default [`untrusted::DRAIN_WAIT`]): a build id not read by
+    /// then is left out of the mapping (and asked for again for the next mapping of the file).
+    pub fn set_loader(&mut self, loader: Loader, wait: Duration) {
+        self.loader = loader;
+        self.wait = Some(wait);
     }
 
     /// Every mapping seen, indexed by [`MappingId`].
@@ -280,10 +294,19 @@ impl AddressSpaces {
         }
         let names_a_file =
             path.starts_with('/') && !path.starts_with("//") && !path.ends_with(" (deleted)");
-        let id = if names_a_file {
-            build_id::read(path, Some(pid))
-        } else {
-            None
+        if !names_a_file {
+            self.file_ids.insert(Arc::clone(path), None);
+            return None;
+        }
+        let owned = path.to_string();
+        let wait = self.wait.unwrap_or(untrusted::DRAIN_WAIT);
+        let key = untrusted::key(("build id", &**path, pid));
+        let id = match self
+            .loader
+            .ask(key, wait, move || build_id::read(&owned, Some(pid)))
+        {
+            Asked::Ready(id) => id,
+            Asked::Pending => return None,
         };
         self.file_ids.insert(Arc::clone(path), id.clone());
         id

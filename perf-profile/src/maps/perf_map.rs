@@ -8,10 +8,10 @@
 //! the profile is taken, until [`PerfMaps::forget_exited`] drops them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::untrusted::{self, Budget, Charge, Identity};
+use crate::untrusted::{self, Asked, Budget, Charge, Identity, Loader};
 
 /// The least time between two reads of one process's map on misses.
 pub const REREAD_EVERY: Duration = Duration::from_millis(50);
@@ -59,7 +59,22 @@ pub struct PerfMaps {
     /// What parsed maps are charged to.
     budget: Budget,
     /// Parsed maps by file identity: one file under several pids (hard links) is parsed once.
-    shared: HashMap<Identity, Weak<JitSyms>>,
+    shared: Arc<Mutex<Shared>>,
+    /// Who opens and reads the maps, and how long a read is waited for.
+    loader: Loader,
+    wait: Duration,
+}
+
+type Shared = HashMap<Identity, Weak<JitSyms>>;
+
+/// What a load of a map found.
+enum Load {
+    /// Not there, or refused by the door.
+    Refused,
+    /// The file as read last time.
+    Unchanged,
+    /// The file's identity and its symbols (`None`: over the budget or unreadable).
+    Read(Identity, Option<Arc<JitSyms>>),
 }
 
 impl PerfMaps {
@@ -74,13 +89,23 @@ impl PerfMaps {
             pids: HashMap::new(),
             dir: dir.to_owned(),
             budget: Budget::default(),
-            shared: HashMap::new(),
+            shared: Arc::default(),
+            loader: Loader::new(),
+            wait: untrusted::DRAIN_WAIT,
         }
     }
 
     /// Charges parsed maps to `budget` (shared with the other caches of a capture).
     pub fn set_budget(&mut self, budget: Budget) {
         self.budget = budget;
+    }
+
+    /// Loads maps with `loader` (shared with the other caches of a capture), waiting at most
+    /// `wait` for one (default [`untrusted::DRAIN_WAIT`]): a map not read by then is asked for
+    /// again on a later miss.
+    pub fn set_loader(&mut self, loader: Loader, wait: Duration) {
+        self.loader = loader;
+        self.wait = wait;
     }
 
     /// Process `pid` was seen: reads its map the first time.
@@ -130,53 +155,75 @@ impl PerfMaps {
     /// Drops the symbols of processes that exited (once the profiles naming them are taken).
     pub fn forget_exited(&mut self) {
         self.pids.retain(|_, m| !m.exited);
-        self.shared.retain(|_, w| w.strong_count() > 0);
+        lock(&self.shared).retain(|_, w| w.strong_count() > 0);
     }
 
     /// Reads (or re-reads) `pid`'s map into `m` if the file changed since, through the door
-    /// ([`untrusted::open_jit_map`]: a regular file of the process's user or root, no link).
+    /// ([`untrusted::open_jit_map`]: a regular file of the process's user or root, no link), on
+    /// the loader: the caller waits at most `wait`.
     fn read(&mut self, pid: u32, m: &mut PidMap) {
         m.last_read = Some(Instant::now());
         let path = format!("{}/perf-{pid}.map", self.dir);
-        let Ok(file) = untrusted::open_jit_map(&path, pid) else {
-            return;
-        };
-        let id = file.identity();
-        if m.read_as == Some(id) {
-            return;
+        let key = untrusted::key(("jit", pid, &path));
+        let (read_as, shared, budget) = (m.read_as, Arc::clone(&self.shared), self.budget.clone());
+        let job = move || load(&path, pid, read_as, &shared, &budget);
+        match self.loader.ask(key, self.wait, job) {
+            // Remembered whether or not it could be kept: a map that failed is not read again
+            // per sample, only once it changes. Old symbols stay until new ones replace them.
+            Asked::Ready(Load::Read(id, syms)) => {
+                m.read_as = Some(id);
+                if syms.is_some() {
+                    m.syms = syms;
+                }
+            }
+            Asked::Ready(Load::Refused | Load::Unchanged) | Asked::Pending => {}
         }
-        // Remembered whether or not it can be read and kept: a map that failed is not read again
-        // per sample, only once it changes.
-        m.read_as = Some(id);
-        if let Some(shared) = self.shared.get(&id).and_then(Weak::upgrade) {
-            m.syms = Some(shared);
-            return;
-        }
-        // This process's old symbols give their bytes back before the new ones are charged.
-        m.syms = None;
-        let Some(read_charge) = self
-            .budget
-            .charge(usize::try_from(file.len().min(MAX_MAP_BYTES)).unwrap_or(usize::MAX))
-        else {
-            return;
-        };
-        let Ok(text) = file.read_to_end(read_charge.bytes() as u64) else {
-            return;
-        };
-        let Some(syms) = parse(&String::from_utf8_lossy(&text), &self.budget) else {
-            return;
-        };
-        drop(text);
-        drop(read_charge);
-        let syms = Arc::new(syms);
-        if self.shared.len() >= MAX_SHARED {
-            self.shared.retain(|_, w| w.strong_count() > 0);
-        }
-        if self.shared.len() < MAX_SHARED {
-            self.shared.insert(id, Arc::downgrade(&syms));
-        }
-        m.syms = Some(syms);
     }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Opens and reads a map (on a loader thread) unless it is the file `read_as` names.
+fn load(
+    path: &str,
+    pid: u32,
+    read_as: Option<Identity>,
+    shared: &Mutex<Shared>,
+    budget: &Budget,
+) -> Load {
+    let Ok(file) = untrusted::open_jit_map(path, pid) else {
+        return Load::Refused;
+    };
+    let id = file.identity();
+    if read_as == Some(id) {
+        return Load::Unchanged;
+    }
+    if let Some(syms) = lock(shared).get(&id).and_then(Weak::upgrade) {
+        return Load::Read(id, Some(syms));
+    }
+    let Some(read_charge) =
+        budget.charge(usize::try_from(file.len().min(MAX_MAP_BYTES)).unwrap_or(usize::MAX))
+    else {
+        return Load::Read(id, None);
+    };
+    let Ok(text) = file.read_to_end(read_charge.bytes() as u64) else {
+        return Load::Read(id, None);
+    };
+    let syms = parse(&String::from_utf8_lossy(&text), budget).map(Arc::new);
+    drop(text);
+    drop(read_charge);
+    if let Some(syms) = &syms {
+        let mut shared = lock(shared);
+        if shared.len() >= MAX_SHARED {
+            shared.retain(|_, w| w.strong_count() > 0);
+        }
+        if shared.len() < MAX_SHARED {
+            shared.insert(id, Arc::downgrade(syms));
+        }
+    }
+    Load::Read(id, syms)
 }
 
 /// The symbols of a map's text, sorted by start; malformed lines are skipped. Of overlapping
@@ -282,6 +329,8 @@ mod tests {
         let file = dir.join("perf-42.map");
         fs::write(&file, "1000 100 first\n").unwrap();
         let mut maps = PerfMaps::in_dir(dir.to_str().unwrap());
+        // Waited for as long as it takes: this test is about when maps are read, not how fast.
+        maps.set_loader(Loader::new(), Duration::from_secs(60));
         maps.seen(42);
         fs::write(&file, "1000 100 first\n2000 10 second\n").unwrap();
         assert_eq!(maps.name(42, 0x1050), Some("first"));
@@ -296,6 +345,39 @@ mod tests {
         assert_eq!(maps.find(42, 0x2004), Some("second"));
         maps.forget_exited();
         assert_eq!(maps.name(42, 0x2004), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A map on a hung file system (the door's test stand-in) costs its frames, not the caller:
+    /// a miss waits a few milliseconds, and the map is named once it can be read.
+    #[test]
+    fn a_stuck_map_costs_its_names_not_the_caller() {
+        let dir = std::env::temp_dir().join(format!("pp-perfmap-stuck-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("perf-43.map");
+        fs::write(&file, "1000 100 named\n").unwrap();
+        let path = file.to_str().unwrap();
+        crate::untrusted::stall::hold(path);
+        let mut maps = PerfMaps::in_dir(dir.to_str().unwrap());
+        let started = Instant::now();
+        for _ in 0..10 {
+            assert_eq!(maps.find(43, 0x1010), None);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        crate::untrusted::stall::release(path);
+        let mut named = None;
+        for _ in 0..200 {
+            std::thread::sleep(REREAD_EVERY);
+            named = maps.find(43, 0x1010).map(str::to_owned);
+            if named.is_some() {
+                break;
+            }
+        }
+        assert_eq!(named.as_deref(), Some("named"));
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use framehop::{
     CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
@@ -29,7 +30,7 @@ use framehop::{
 use super::elf::{self, UnwindSections};
 use super::{Context, RawFrame};
 use crate::maps::{build_id, AddressSpaces, Mapping};
-use crate::untrusted::{self, Budget, Charge};
+use crate::untrusted::{self, Asked, Budget, Charge, Loader};
 
 /// Frames beyond this many are not unwound (a corrupt stack that loops).
 const MAX_FRAMES: usize = 512;
@@ -94,6 +95,21 @@ pub struct DwarfUnwinder {
     cache: CacheNative<MayAllocateDuringUnwind>,
     budget: Budget,
     clock: u64,
+    /// Who reads the files (off the thread that drains the rings), and how long a read is waited
+    /// for.
+    loader: Loader,
+    wait: Duration,
+}
+
+/// An unwinder built while some of its files were still loading: built again on the next sample.
+const PROVISIONAL: u64 = u64::MAX;
+
+/// What a load of a file's sections found.
+enum Load {
+    Loaded(Loaded),
+    Failed,
+    /// The sections claim this many bytes and the budget has not that much left.
+    NeedsRoom(usize),
 }
 
 impl fmt::Debug for DwarfUnwinder {
@@ -125,7 +141,17 @@ impl DwarfUnwinder {
             cache: CacheNative::new(),
             budget,
             clock: 0,
+            loader: Loader::new(),
+            wait: untrusted::DRAIN_WAIT,
         }
+    }
+
+    /// Reads files with `loader` (shared with the other caches of a capture), waiting at most
+    /// `wait` for one (default [`untrusted::DRAIN_WAIT`]): a process's unwinder built without a
+    /// file still loading is built again on its next sample.
+    pub fn set_loader(&mut self, loader: Loader, wait: Duration) {
+        self.loader = loader;
+        self.wait = wait;
     }
 
     /// The process `pid` exited: its unwinder goes.
@@ -156,7 +182,8 @@ impl DwarfUnwinder {
         if stale {
             // The old unwinder lets go of its files first: they may be evicted for the new one's.
             self.procs.remove(&pid);
-            let (unwinder, held) = self.build(pid, maps);
+            let (unwinder, held, complete) = self.build(pid, maps);
+            let generation = if complete { generation } else { PROVISIONAL };
             self.procs.insert(pid, (generation, unwinder, held));
         }
         let Some((_, unwinder, _)) = self.procs.get(&pid) else {
@@ -191,9 +218,11 @@ impl DwarfUnwinder {
     }
 
     /// A framehop unwinder with a module for every file mapping of `pid`'s space.
-    fn build(&mut self, pid: u32, maps: &AddressSpaces) -> (Native, Vec<Arc<Loaded>>) {
+    /// Also whether every file was there (none still loading).
+    fn build(&mut self, pid: u32, maps: &AddressSpaces) -> (Native, Vec<Arc<Loaded>>, bool) {
         let mut unwinder = Native::new();
         let mut held: Vec<Arc<Loaded>> = Vec::new();
+        let mut complete = true;
         for (range, id) in maps.space(pid) {
             let Some(mapping) = maps.mapping(id) else {
                 continue;
@@ -201,8 +230,13 @@ impl DwarfUnwinder {
             if !mapping.is_file() {
                 continue;
             }
-            let Some(loaded) = self.sections(pid, mapping) else {
-                continue;
+            let loaded = match self.sections(pid, mapping) {
+                Asked::Ready(Some(loaded)) => loaded,
+                Asked::Ready(None) => continue,
+                Asked::Pending => {
+                    complete = false;
+                    continue;
+                }
             };
             let sections = &loaded.sections;
             let Some(bias) = sections.bias(mapping.start, mapping.file_offset) else {
@@ -233,56 +267,50 @@ impl DwarfUnwinder {
                 held.push(loaded);
             }
         }
-        (unwinder, held)
+        (unwinder, held, complete)
     }
 
-    /// The unwind sections of a mapping's file (as process `pid` names it), read once.
-    fn sections(&mut self, pid: u32, mapping: &Mapping) -> Option<Arc<Loaded>> {
+    /// The unwind sections of a mapping's file (as process `pid` names it), read once, on the
+    /// loader; `Ready(None)`: it has none (or failed, and is remembered as failed).
+    fn sections(&mut self, pid: u32, mapping: &Mapping) -> Asked<Option<Arc<Loaded>>> {
         self.clock += 1;
         let key = (Arc::clone(&mapping.path), mapping.build_id.clone());
         if let Some(s) = self.files.get_mut(&key) {
-            let (loaded, used) = s.as_mut()?;
-            *used = self.clock;
-            return Some(Arc::clone(loaded));
+            return Asked::Ready(s.as_mut().map(|(loaded, used)| {
+                *used = self.clock;
+                Arc::clone(loaded)
+            }));
         }
-        let loaded = self.load(pid, mapping).map(Arc::new);
+        let (path, build_id, budget) = (
+            mapping.path.to_string(),
+            mapping.build_id.clone(),
+            self.budget.clone(),
+        );
+        let job = move || load(&path, pid, build_id.as_deref(), &budget);
+        let loaded = match self.loader.ask(untrusted::key(&key), self.wait, job) {
+            Asked::Pending => return Asked::Pending,
+            Asked::Ready(Load::Loaded(l)) => Some(Arc::new(l)),
+            Asked::Ready(Load::Failed) => None,
+            // Room is made from the files no unwinder holds, least recently used first, then the
+            // file is asked for again (next sample); where none can go, it stays without tables.
+            Asked::Ready(Load::NeedsRoom(want)) if want <= self.budget.limit() => {
+                let mut evicted = false;
+                while self.budget.available() < want && self.evict_one() {
+                    evicted = true;
+                }
+                if evicted && self.budget.available() >= want {
+                    return Asked::Pending;
+                }
+                None
+            }
+            Asked::Ready(Load::NeedsRoom(_)) => None,
+        };
         if loaded.is_none() && self.files.values().filter(|f| f.is_none()).count() >= MAX_FAILED {
             self.files.retain(|_, f| f.is_some());
         }
         self.files
             .insert(key, loaded.as_ref().map(|l| (Arc::clone(l), self.clock)));
-        loaded
-    }
-
-    /// Reads a mapping's file through the door: its build id and its sections from the one open
-    /// file, within what the budget has left once unused files are evicted.
-    fn load(&mut self, pid: u32, mapping: &Mapping) -> Option<Loaded> {
-        let file = untrusted::open(&mapping.path, Some(pid)).ok()?;
-        if mapping.build_id.is_some() && build_id::of_file(file.file()) != mapping.build_id {
-            return None;
-        }
-        // Room for the sections the file claims: the files no unwinder holds go first.
-        let want = usize::try_from(elf::claimed(file.file())?).unwrap_or(usize::MAX);
-        while self.budget.available() < want && self.evict_one() {}
-        let max = self.budget.available() as u64;
-        let sections = elf::read(file.file(), max)?;
-        if !sections.has_tables() {
-            return None;
-        }
-        let bytes = [
-            &sections.eh_frame,
-            &sections.eh_frame_hdr,
-            &sections.debug_frame,
-        ]
-        .iter()
-        .filter_map(|s| s.as_ref())
-        .map(|s| s.data.len())
-        .sum::<usize>();
-        let charge = self.budget.charge(bytes)?;
-        Some(Loaded {
-            sections,
-            _charge: charge,
-        })
+        Asked::Ready(loaded)
     }
 
     /// Drops the least recently used file that no process's unwinder holds; `false` when there
@@ -303,4 +331,34 @@ impl DwarfUnwinder {
             None => false,
         }
     }
+}
+
+/// Reads a mapping's file through the door (on a loader thread): its build id and its sections
+/// from the one open file, the bytes their headers claim charged to the budget first (a
+/// compressed section's decompressed bytes within that too).
+fn load(path: &str, pid: u32, build_id: Option<&[u8]>, budget: &Budget) -> Load {
+    let Ok(file) = untrusted::open(path, Some(pid)) else {
+        return Load::Failed;
+    };
+    if build_id.is_some() && build_id::of_file(file.file()).as_deref() != build_id {
+        return Load::Failed;
+    }
+    let Some(claimed) = elf::claimed(file.file()) else {
+        return Load::Failed;
+    };
+    let want = usize::try_from(claimed).unwrap_or(usize::MAX);
+    // Charged before they are read: loads on other workers cannot take the same room meanwhile.
+    let Some(charge) = budget.charge(want) else {
+        return Load::NeedsRoom(want);
+    };
+    let Some(sections) = elf::read(file.file(), want as u64) else {
+        return Load::Failed;
+    };
+    if !sections.has_tables() {
+        return Load::Failed;
+    }
+    Load::Loaded(Loaded {
+        sections,
+        _charge: charge,
+    })
 }
