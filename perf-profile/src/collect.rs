@@ -290,6 +290,7 @@ impl Profiler {
         maps.set_loader(loader.clone(), crate::untrusted::DRAIN_WAIT);
         let mut symbols = Symbols::new(opts.symbolize);
         symbols.set_budget(budget.clone());
+        symbols.set_loader(loader.clone(), crate::symbolize::SNAPSHOT_WAIT);
         let mut jit = PerfMaps::new();
         jit.set_budget(budget.clone());
         jit.set_loader(loader.clone(), crate::untrusted::DRAIN_WAIT);

@@ -25,10 +25,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::aggregate::Frame;
 use crate::maps::{AddressSpaces, KernelSymbols};
-use crate::untrusted::{self, Budget, Charge, Identity};
+use crate::untrusted::{self, Asked, Budget, Charge, Identity, Loader};
 
 /// One function of a frame with its source position.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +80,11 @@ impl Mode {
 /// sampled again).
 pub const FUNCTION_TABLES_BYTES: usize = 16 << 20;
 
+/// How long a snapshot of a capture waits for one file's batch read on the loader (see
+/// [`Symbols::set_loader`]): a file on a hung file system costs this once (later snapshots do not
+/// wait for a load still running), and its frames.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
+
 /// Intervals (cuts of a continuous capture) a resolved frame, file offset or file stays cached
 /// after the one whose stacks last named it.
 pub const KEEP_INTERVALS: u64 = 6;
@@ -103,6 +109,8 @@ pub struct Symbols {
     /// What function tables are charged to, beside their own bound (shared with the capture's
     /// other caches).
     budget: Budget,
+    /// Who reads the files, and how long the caller waits for it; `None`: the caller reads.
+    loader: Option<(Loader, Duration)>,
 }
 
 /// A file: its path and build id.
@@ -149,7 +157,16 @@ impl Symbols {
             changed: Vec::new(),
             tables: ByteLru::new(FUNCTION_TABLES_BYTES),
             budget: Budget::default(),
+            loader: None,
         }
+    }
+
+    /// Reads the files with `loader`, waiting at most `wait` for a file's batch: a batch not
+    /// resolved by then leaves its frames unresolved in this snapshot, and its result is picked
+    /// up by the next one. A file on a hung file system then costs its frames, not the caller.
+    /// Without it (the default) files are read on the caller's thread.
+    pub fn set_loader(&mut self, loader: Loader, wait: Duration) {
+        self.loader = Some((loader, wait));
     }
 
     /// Charges the function tables kept to `budget` too (shared with the capture's other
@@ -332,10 +349,20 @@ impl Symbols {
             let mut offsets: Vec<u64> = frames.iter().map(|&(_, o)| o).collect();
             offsets.sort_unstable();
             offsets.dedup();
-            let (lines, changed) = if self.mode == Mode::Functions {
+            let done = if self.mode == Mode::Functions {
                 self.functions_of(&path, pid, build_id, &offsets)
             } else {
-                resolve_file(&path, pid, build_id, &offsets)
+                let load = untrusted::key(("local", &path, build_id, &offsets));
+                let (p, id, offs) = (
+                    path.to_string(),
+                    build_id.map(<[u8]>::to_vec),
+                    offsets.clone(),
+                );
+                self.run(load, move || resolve_file(&p, pid, id.as_deref(), &offs))
+            };
+            // Still loading: the frames stay unresolved now and are asked for again next time.
+            let Some((lines, changed)) = done else {
+                continue;
             };
             let lines: Vec<Arc<[Line]>> = lines.into_iter().map(|l| self.share(l)).collect();
             if changed && !self.changed.iter().any(|p| **p == *path) {
@@ -381,38 +408,42 @@ impl Symbols {
         pid: Option<u32>,
         build_id: Option<&[u8]>,
         offsets: &[u64],
-    ) -> (Vec<Vec<Line>>, bool) {
+    ) -> Option<(Vec<Vec<Line>>, bool)> {
+        let none = || vec![Vec::new(); offsets.len()];
         let key = (path.clone(), build_id.map(Box::from));
-        let built;
-        let table = match self.tables.get(&key) {
-            Some(t) => t,
-            None => {
-                // Room for the symbol tables read: this cache's least recently used go first.
-                while self.budget.available() < FUNCTION_TABLES_BYTES && self.tables.pop_lru() {}
-                let max = self.budget.available() as u64;
-                let Some(mut table) = FunctionTable::read(path, pid, build_id, max) else {
-                    return (vec![Vec::new(); offsets.len()], true);
-                };
-                let cost = table.bytes();
-                table.charge = self.budget.charge(cost);
-                let fits = table.charge.is_some();
-                let kept = if fits {
-                    self.tables.insert(key, table, cost)
-                } else {
-                    Err(table)
-                };
-                match kept {
-                    Ok(t) => t,
-                    // Larger than the whole budget: used for this batch only.
-                    Err(table) => {
-                        built = table;
-                        &built
-                    }
-                }
-            }
+        let load = untrusted::key(("functions", &key, offsets));
+        // The table travels to the loader and back: it reads names from the file.
+        let cached = self.tables.remove(&key);
+        if cached.is_none() {
+            // Room for the symbol tables read: this cache's least recently used go first.
+            while self.budget.available() < FUNCTION_TABLES_BYTES && self.tables.pop_lru() {}
+        }
+        let max = self.budget.available() as u64;
+        let (p, id, offs) = (
+            path.to_string(),
+            build_id.map(<[u8]>::to_vec),
+            offsets.to_vec(),
+        );
+        let work = move || {
+            let table = cached.or_else(|| FunctionTable::read(&p, pid, id.as_deref(), max));
+            let names = table.as_ref().and_then(|t| t.names(&p, pid, &offs));
+            (table, names)
         };
-        let Some(names) = table.names(path, pid, offsets) else {
-            return (vec![Vec::new(); offsets.len()], true);
+        let (table, names) = self.run(load, work)?;
+        let Some(mut table) = table else {
+            return Some((none(), true));
+        };
+        // Kept when it fits the shared budget; larger than what is left, it named its batch only.
+        let cost = table.bytes();
+        if table.charge.as_ref().is_none_or(|c| c.bytes() != cost) {
+            table.charge = None;
+            table.charge = self.budget.charge(cost);
+        }
+        if table.charge.is_some() {
+            let _ = self.tables.insert(key, table, cost);
+        }
+        let Some(names) = names else {
+            return Some((none(), true));
         };
         let lines = names
             .into_iter()
@@ -427,7 +458,23 @@ impl Symbols {
                 .unwrap_or_default()
             })
             .collect();
-        (lines, false)
+        Some((lines, false))
+    }
+
+    /// `job` (which reads other processes' files) on the loader, waited for as long as
+    /// [`set_loader`](Self::set_loader) said; without a loader, here and now. `None`: not done yet.
+    fn run<T: Send + 'static>(
+        &self,
+        key: u64,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        match &self.loader {
+            None => Some(job()),
+            Some((loader, wait)) => match loader.ask(key, *wait, job) {
+                Asked::Ready(t) => Some(t),
+                Asked::Pending => None,
+            },
+        }
     }
 }
 
@@ -465,6 +512,7 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
     }
 
     /// The value of `key`, now the most recently used.
+    #[cfg(test)]
     fn get(&mut self, key: &K) -> Option<&V> {
         self.clock += 1;
         let e = self.entries.get_mut(key)?;
@@ -503,6 +551,13 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
         });
         self.used -= freed;
         shrink(&mut self.entries);
+    }
+
+    /// Takes `key`'s value out.
+    fn remove(&mut self, key: &K) -> Option<V> {
+        let (v, cost, _) = self.entries.remove(key)?;
+        self.used -= cost;
+        Some(v)
     }
 
     /// Evicts the least recently used entry; `false` when there is none.
@@ -1199,5 +1254,50 @@ mod tests {
         small.resolve(&[frame], &maps, &kernel);
         assert_eq!(small.lines(&frame), &lines[..]);
         assert_eq!(small.function_tables(), (0, 0));
+    }
+
+    /// A file on a hung file system (the door's test stand-in) costs a snapshot its wait and the
+    /// file's frames, not more: the next snapshot picks up the names once the file can be read.
+    #[test]
+    fn a_stuck_file_leaves_its_frames_for_the_next_snapshot() {
+        let here = a_stuck_file_leaves_its_frames_for_the_next_snapshot as fn() as usize as u64;
+        let mut own = AddressSpaces::new();
+        own.seed(1, &std::fs::read_to_string("/proc/self/maps").unwrap());
+        let m = own.mapping(own.find(1, here).unwrap()).unwrap().clone();
+        // A copy of this test binary, which the test holds as stuck.
+        let dir = std::env::temp_dir().join(format!("pp-stuck-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("bin");
+        std::fs::copy(&*m.path, &copy).unwrap();
+        let path = copy.to_str().unwrap();
+        let mut maps = AddressSpaces::new();
+        maps.mmap(2, m.start, m.end - m.start, m.file_offset, path, None);
+        crate::untrusted::stall::hold(path);
+        let frame = Frame::User {
+            mapping: maps.find(2, here).unwrap(),
+            addr: here,
+        };
+        let kernel = KernelSymbols::default();
+        let mut symbols = Symbols::new(Mode::Functions);
+        symbols.set_loader(crate::untrusted::Loader::new(), Duration::from_millis(20));
+        let started = std::time::Instant::now();
+        symbols.resolve(&[frame], &maps, &kernel);
+        assert!(symbols.lines(&frame).is_empty());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        crate::untrusted::stall::release(path);
+        let mut named = false;
+        for _ in 0..500 {
+            std::thread::sleep(Duration::from_millis(20));
+            symbols.resolve(&[frame], &maps, &kernel);
+            named = symbols.lines(&frame).iter().any(|l| {
+                l.function
+                    .ends_with("a_stuck_file_leaves_its_frames_for_the_next_snapshot")
+            });
+            if named {
+                break;
+            }
+        }
+        assert!(named, "{:?}", symbols.lines(&frame));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
