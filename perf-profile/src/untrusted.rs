@@ -46,11 +46,29 @@
 //! by a [`Loader`], a few worker threads with a bounded queue, which the drain path asks and waits
 //! on for at most a few milliseconds ([`DRAIN_WAIT`]). A file not loaded by then is asked for
 //! again later and its result, once there, is picked up: meanwhile the samples keep their
-//! address-only frames. A file on a hung file system (FUSE, NFS) holds one worker for good; with
-//! all [`MAX_WORKERS`] held, new files wait in the queue and then are not asked for (their frames
-//! stay addresses), but the capture goes on. Symbolization at a snapshot (`Profiler::profile`,
-//! `cut`, `finish`) still reads on the caller's thread, through this door: a FIFO or device
-//! cannot hold it, a hung file system still can.
+//! address-only frames (a process's unwinder is built again without the file, a JIT frame stays
+//! an address, a mapping goes without its build id). Symbolization at a snapshot
+//! (`Profiler::profile`, `cut`, `finish`) asks the same loader, per file, and waits at most
+//! [`SNAPSHOT_WAIT`](crate::symbolize::SNAPSHOT_WAIT); a file's frames not resolved by then are
+//! resolved by a later snapshot. A load still running is never waited for twice. A file on a hung
+//! file system (FUSE, NFS) holds one worker for good and costs its frames; with all
+//! [`MAX_WORKERS`] held, new files wait in the queue and their frames stay addresses, but the
+//! capture goes on.
+//!
+//! # Budgets
+//!
+//! | what | bound |
+//! |---|---|
+//! | all JIT maps, unwind tables and function tables kept | [`DEFAULT_MEMORY_BUDGET`] (`Options::memory_budget`) |
+//! | one JIT map read | 256 MiB, and what the budget has left |
+//! | one file's unwind sections | 256 MiB each, and what the budget has left (charged before read) |
+//! | function tables ([`crate::symbolize::Mode::Functions`]) | [`FUNCTION_TABLES_BYTES`](crate::symbolize::FUNCTION_TABLES_BYTES), and the budget |
+//! | `/proc/kallsyms` | 128 MiB read |
+//! | ELF header tables, section names | 1 MiB each |
+//! | files remembered as failed | 4096 per cache |
+//!
+//! blazesym's memory while it symbolizes one file ([`crate::symbolize::Mode::Local`]) is outside
+//! the budget: it maps the file, parses its symbols and DWARF, and lets go after the file's batch.
 
 use std::any::Any;
 use std::collections::{HashSet, VecDeque};

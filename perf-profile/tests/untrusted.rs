@@ -483,3 +483,49 @@ fn sparse_elfs_claiming_large_unwind_tables_stay_within_the_budget() {
     assert_finished(&run, &out);
     assert!(run.peak_rss_mib <= BASE_MIB + BUDGET_MIB, "{run:?}");
 }
+
+/// The door resolves a process's path in the process's own root: a process in its own mount
+/// namespace, with a tmpfs over a folder, names the file inside its tmpfs, not the host's file of
+/// the same path; once the process is gone, the host's.
+#[test]
+fn a_process_in_its_own_mount_namespace_names_its_own_files() {
+    require!(
+        tests::is_root(),
+        Skip::Privilege,
+        "needs root to make a mount namespace"
+    );
+    require!(
+        common::have("unshare", "--version"),
+        Skip::Environment,
+        "unshare (util-linux)"
+    );
+    let dir = scratch("mntns");
+    let file = dir.join("f");
+    std::fs::write(&file, "host\n").unwrap();
+    let script = format!(
+        "mount -t tmpfs none {0} && echo inside > {0}/f && echo ready && exec sleep 30",
+        dir.display()
+    );
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = child.id();
+    let path = file.to_str().unwrap();
+    let read = |pid| {
+        let f = perf_profile::untrusted::open(path, pid).unwrap();
+        String::from_utf8(f.read_to_end(100).unwrap()).unwrap()
+    };
+    assert_eq!(read(Some(pid)), "inside\n");
+    assert_eq!(read(None), "host\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    // Gone: its root is gone too, and the path is the host's.
+    assert_eq!(read(Some(pid)), "host\n");
+}

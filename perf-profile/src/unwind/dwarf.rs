@@ -95,6 +95,8 @@ pub struct DwarfUnwinder {
     cache: CacheNative<MayAllocateDuringUnwind>,
     budget: Budget,
     clock: u64,
+    /// Files refused for want of room while every file kept was held.
+    no_room: Vec<FileKey>,
     /// Who reads the files (off the thread that drains the rings), and how long a read is waited
     /// for.
     loader: Loader,
@@ -141,6 +143,7 @@ impl DwarfUnwinder {
             cache: CacheNative::new(),
             budget,
             clock: 0,
+            no_room: Vec::new(),
             loader: Loader::new(),
             wait: untrusted::DRAIN_WAIT,
         }
@@ -156,7 +159,16 @@ impl DwarfUnwinder {
 
     /// The process `pid` exited: its unwinder goes.
     pub fn exit(&mut self, pid: u32) {
-        self.procs.remove(&pid);
+        if self
+            .procs
+            .remove(&pid)
+            .is_some_and(|(_, _, held)| !held.is_empty())
+        {
+            // Room may be made now: the files refused for the lack of it are asked for again.
+            for key in self.no_room.drain(..) {
+                self.files.remove(&key);
+            }
+        }
     }
 
     /// Unwinds `stack` (the copy of the user stack from the stack pointer up) from `regs` (the
@@ -294,13 +306,12 @@ impl DwarfUnwinder {
             // Room is made from the files no unwinder holds, least recently used first, then the
             // file is asked for again (next sample); where none can go, it stays without tables.
             Asked::Ready(Load::NeedsRoom(want)) if want <= self.budget.limit() => {
-                let mut evicted = false;
-                while self.budget.available() < want && self.evict_one() {
-                    evicted = true;
-                }
-                if evicted && self.budget.available() >= want {
+                while self.budget.available() < want && self.evict_one() {}
+                if self.budget.available() >= want {
                     return Asked::Pending;
                 }
+                // Remembered as failed until a process exits and lets go of its files.
+                self.no_room.push(key.clone());
                 None
             }
             Asked::Ready(Load::NeedsRoom(_)) => None,
@@ -361,4 +372,72 @@ fn load(path: &str, pid: u32, build_id: Option<&[u8]>, budget: &Budget) -> Load 
         sections,
         _charge: charge,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::tests::build;
+    use crate::elf::{Endian, PT_LOAD};
+
+    /// Two files whose `.eh_frame` fit the budget one at a time: the second is refused while a
+    /// process's unwinder holds the first, and loaded (the first evicted) once that process exits.
+    #[test]
+    fn files_no_unwinder_holds_make_room_for_new_ones_within_the_budget() {
+        let dir = std::env::temp_dir().join(format!("pp-unwind-lru-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let eh = vec![0u8; 600];
+        let sections: &[(&str, u32, u64, u64, &[u8])] = &[
+            (".text", 1, 6, 0x1000, &[0x90; 16]),
+            (".eh_frame", 1, 2, 0x2000, &eh),
+        ];
+        let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
+        let mut paths = Vec::new();
+        for name in ["a", "b"] {
+            let p = dir.join(name);
+            std::fs::write(&p, build(true, Endian::Little, segments, sections)).unwrap();
+            paths.push(p.to_str().unwrap().to_owned());
+        }
+        let budget = Budget::new(1000);
+        let mut d = DwarfUnwinder::with_budget(budget.clone());
+        d.set_loader(Loader::new(), Duration::from_secs(60));
+        let mut maps = AddressSpaces::new();
+        maps.mmap(1, 0x10000, 0x1000, 0, &paths[0], None);
+        maps.mmap(2, 0x10000, 0x1000, 0, &paths[1], None);
+        let held = |d: &mut DwarfUnwinder, pid| {
+            let (unwinder, held, complete) = d.build(pid, &maps);
+            assert!(complete);
+            let n = held.len();
+            d.procs.insert(pid, (0, unwinder, held));
+            n
+        };
+        assert_eq!(held(&mut d, 1), 1);
+        assert!(budget.used() >= 600 && budget.used() <= 1000);
+        // a is held by 1's unwinder: no room for b.
+        assert_eq!(held(&mut d, 2), 0);
+        assert_eq!(d.files.values().filter(|f| f.is_some()).count(), 1);
+        // 1 exits: a can go, b comes (asked for again, then loaded).
+        d.exit(1);
+        d.exit(2);
+        let mut n = 0;
+        for _ in 0..3 {
+            d.procs.remove(&2);
+            let (unwinder, h, _) = d.build(2, &maps);
+            n = h.len();
+            d.procs.insert(2, (0, unwinder, h));
+            if n == 1 {
+                break;
+            }
+        }
+        assert_eq!(n, 1);
+        assert!(budget.used() <= 1000);
+        let kept: Vec<&str> = d
+            .files
+            .iter()
+            .filter(|(_, f)| f.is_some())
+            .map(|(k, _)| &*k.0)
+            .collect();
+        assert_eq!(kept, [paths[1].as_str()]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
