@@ -44,7 +44,7 @@ use perf_profile::{CallGraph, Error, Format, Options, Profile, Profiler, Target}
 const USAGE: &str = "\
 usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
                [--symbolize local|functions|none] [--off-cpu[=METHOD]] [--doctor] [--service NAME]
-               [--every SECS]
+               [--every SECS] [--memory-budget BYTES]
                [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
                 [--retry-max SECS] [--allow-insecure-http]] [-o FILE ...]
 
@@ -76,6 +76,9 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
                      process's name)
   --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
                      outputs ({n} in a file name: the interval's number) and to --push
+  --memory-budget BYTES  what JIT maps, unwind tables and function tables read from the
+                     profiled processes' files may keep in all (default 134217728); the
+                     profiler stays within about 64 MiB plus this
   --push URL         send each profile: OTLP/HTTP when the path ends in /v1development/profiles,
                      Pyroscope when it ends in /ingest. Credentials from PERF_PROFILE_PUSH_TOKEN,
                      PERF_PROFILE_PUSH_USER + PERF_PROFILE_PUSH_PASSWORD, PERF_PROFILE_PUSH_HEADERS
@@ -119,6 +122,7 @@ struct Args {
     labels: Vec<(String, String)>,
     retry_max: Option<Duration>,
     allow_insecure_http: bool,
+    memory_budget: Option<usize>,
     outputs: Vec<(PathBuf, Format)>,
 }
 
@@ -168,6 +172,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         labels: Vec::new(),
         retry_max: None,
         allow_insecure_http: false,
+        memory_budget: None,
         outputs: Vec::new(),
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -249,6 +254,12 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
+            Long("memory-budget") => {
+                let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
+                a.memory_budget = Some(v.parse().map_err(|_| {
+                    Fail::Usage(format!("--memory-budget {v}: give bytes, e.g. 134217728"))
+                })?);
+            }
             Long("queue-bytes") => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
                 a.queue_bytes = Some(
@@ -395,6 +406,9 @@ fn run() -> Result<(), Fail> {
     opts.service = a.service.clone();
     opts.off_cpu = a.off_cpu;
     opts.off_cpu_method = a.off_cpu_method;
+    if let Some(bytes) = a.memory_budget {
+        opts.memory_budget = bytes;
+    }
     let mut p = Profiler::start(target, &opts).map_err(fail)?;
     let (event, why) = p.event();
     if let Some(method) = p.off_cpu_method() {

@@ -402,6 +402,24 @@ fn one_large_jit_map_under_two_pids_stays_within_the_budget() {
     );
     assert_finished(&run, &out);
     assert!(run.peak_rss_mib <= BASE_MIB + BUDGET_MIB, "{run:?}");
+    // A budget below the map: it is not read, and the bound follows the budget.
+    let small = 16u64 << 20;
+    let run = capture(
+        &dir,
+        &[
+            "-p",
+            &pids,
+            "-d",
+            "2",
+            "--memory-budget",
+            &small.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        DEADLINE,
+    );
+    assert_finished(&run, &out);
+    assert!(run.peak_rss_mib <= BASE_MIB + (small >> 20), "{run:?}");
 }
 
 /// A sparse 64-bit little-endian ELF file whose `.eh_frame` claims `eh_frame` bytes (zeros on
