@@ -38,8 +38,10 @@
 //!   A refused or failed file is remembered as failed and not read again per sample.
 //!
 //! Where `openat2` is not available (seccomp filters in some containers; it needs Linux 5.6,
-//! older than the project's oldest kernel) the door falls back to `open` with `O_NOFOLLOW` on the
-//! last component and the same checks on the handle.
+//! older than the project's oldest kernel) the door falls back to `open` of
+//! `/proc/PID/root/PATH` (or `PATH`) with `O_NOFOLLOW | O_NONBLOCK`, so only the last component
+//! is checked for a link (a symlink in a folder of the path then resolves as the profiler sees
+//! it), and the same checks on the handle.
 //!
 //! **Nothing blocks the capture.** The thread that drains the rings never opens or reads another
 //! process's file itself: JIT maps, build ids of mappings and `-g dwarf` unwind tables are loaded
@@ -219,8 +221,15 @@ pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
         return Err(refused("not an absolute path"));
     }
     let no_links = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let file = match pid.and_then(process_root) {
-        Some(root) => openat2_or_open(Some(&root), path, no_links | ResolveFlags::IN_ROOT, path)?,
+    let file = match pid.and_then(|p| Some((p, process_root(p)?))) {
+        // Without openat2, `/proc/PID/root/PATH`: the process's file still, though a symlink in
+        // a folder of the path would then resolve as the caller sees it.
+        Some((pid, root)) => openat2_or_open(
+            Some(&root),
+            path,
+            no_links | ResolveFlags::IN_ROOT,
+            &format!("/proc/{pid}/root{path}"),
+        )?,
         None => openat2_or_open(None, path, no_links, path)?,
     };
     vet(file)
