@@ -537,12 +537,15 @@ fn work(shared: &Arc<Shared>) {
             continue;
         };
         drop(st);
-        let result = job();
+        // A reader that panics on a file (a parser's bug) loses that load, not the worker.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
         st = shared.lock();
         st.in_flight.remove(&key);
-        st.done.push_back((key, result));
-        if st.done.len() > MAX_DONE {
-            st.done.pop_front();
+        if let Ok(result) = result {
+            st.done.push_back((key, result));
+            if st.done.len() > MAX_DONE {
+                st.done.pop_front();
+            }
         }
         shared.changed.notify_all();
     }
@@ -704,6 +707,23 @@ mod tests {
             loader.ask(key("stuck"), Duration::from_secs(10), || false),
             Asked::Ready(false)
         ));
+    }
+
+    /// A load that panics is lost, not its worker: the worker goes on with the next.
+    #[test]
+    fn a_load_that_panics_leaves_the_worker_working() {
+        let loader = Loader::new();
+        // As many as there may be workers: without the catch, none would be left.
+        for i in 0..MAX_WORKERS {
+            let r: Asked<u8> = loader.ask(key(("panics", i)), Duration::from_millis(200), || {
+                panic!("bad file")
+            });
+            assert!(matches!(r, Asked::Pending));
+        }
+        for i in 0..2 * MAX_WORKERS {
+            let r = loader.ask(key(("after", i)), Duration::from_secs(10), move || i);
+            assert!(matches!(r, Asked::Ready(n) if n == i), "{r:?}");
+        }
     }
 
     /// With every worker held by a stuck load, new loads wait (pending) and the caller does not.
