@@ -179,10 +179,12 @@ impl Credentials {
     /// [`Error::Io`] when the file cannot be read; [`Error::InvalidOption`] naming the line number
     /// (never its content) of a malformed line.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = crate::untrusted::read_operator_file(path, 1 << 20)
+            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+            .map_err(|source| Error::Io {
+                path: path.to_owned(),
+                source,
+            })?;
         let bad = |n: usize, why: &str| {
             Error::InvalidOption(format!("{} line {}: {why}", path.display(), n + 1))
         };
@@ -563,7 +565,7 @@ pub fn protocol_of(url: &str) -> Result<Protocol> {
 }
 
 fn read_certs(path: &Path) -> Result<Option<Vec<Certificate<'static>>>> {
-    let pem = std::fs::read(path).map_err(|source| Error::Io {
+    let pem = crate::untrusted::read_operator_file(path, 16 << 20).map_err(|source| Error::Io {
         path: path.to_owned(),
         source,
     })?;

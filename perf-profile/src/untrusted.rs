@@ -310,6 +310,23 @@ pub fn open_system(path: &str) -> io::Result<File> {
         .open(path)
 }
 
+/// A file the operator named (`--credentials`, `--ca`): read whole when it is a regular file of
+/// at most `max` bytes. Links are followed, since the operator chose the path (Kubernetes mounts
+/// secrets as symlinks), but the open does not block (a FIFO planted at a shared path is refused,
+/// not waited on) and the read stops at `max` whatever the file says.
+///
+/// # Errors
+///
+/// The open's or read's error; `PermissionDenied` for something other than a regular file;
+/// `FileTooLarge` past `max` bytes.
+pub fn read_operator_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    vet(file)?.read_to_end(max)
+}
+
 /// The bytes that everything kept from other users' files shares: JIT maps, unwind tables,
 /// function tables. Clones share the count. A [`Charge`] holds bytes until it is dropped, so a
 /// cache keeps a file's charge beside its data and both go together.
@@ -634,6 +651,10 @@ mod tests {
         assert!(open("/dev/zero", None).is_err(), "a device");
         assert!(open("/proc/self/exe", None).is_err(), "a magic link");
         assert!(open("relative/path", None).is_err());
+        // The operator's own files: links followed, FIFOs and devices still refused.
+        assert_eq!(read_operator_file(&link, 100).unwrap(), b"1000 10 f\n");
+        assert!(read_operator_file(&fifo, 100).is_err());
+        assert!(read_operator_file(Path::new("/dev/zero"), 100).is_err());
         // In this process's own root, the same file.
         let mine = open(&s(&file), Some(std::process::id())).unwrap();
         assert_eq!(mine.identity(), open(&s(&file), None).unwrap().identity());
