@@ -24,8 +24,24 @@ const BUDGET_MIB: u64 = (perf_profile::untrusted::DEFAULT_MEMORY_BUDGET >> 20) a
 /// What the profiler may use beside the budget (the bound).
 const BASE_MIB: u64 = 64;
 
-/// The uid and gid of `nobody` and `nogroup`.
-const NOBODY: u32 = 65534;
+/// The uid and gid `setpriv --reuid=nobody --regid=nogroup` gives (`None`: it cannot here).
+fn nobody_ids() -> Option<(u32, u32)> {
+    static IDS: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *IDS.get_or_init(|| {
+        let id = |flag: &str| {
+            let o = as_nobody(Path::new("id")).arg(flag).output().ok()?;
+            o.status.success().then_some(())?;
+            text(&o.stdout).trim().parse().ok()
+        };
+        Some((id("-u")?, id("-g")?))
+    })
+}
+
+/// `path` given to `nobody:nogroup`.
+fn give_to_nobody(path: &Path) {
+    let (uid, gid) = nobody_ids().expect("checked by require_attack!");
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+}
 
 /// Returns from the test with a skip unless it can play both sides: root (to profile another
 /// user and to become `nobody`), a C compiler, `setpriv`, `prlimit`, GNU `time`, x86_64 or aarch64.
@@ -38,9 +54,9 @@ macro_rules! require_attack {
         );
         require_cc!();
         require!(
-            common::have("setpriv", "--version") && common::have("prlimit", "--version"),
+            nobody_ids().is_some() && common::have("prlimit", "--version"),
             Skip::Environment,
-            "setpriv and prlimit (util-linux)"
+            "setpriv and prlimit (util-linux), or the user nobody, are missing"
         );
         require!(
             Path::new("/usr/bin/time").exists(),
@@ -62,7 +78,7 @@ fn dirs(name: &str) -> (PathBuf, PathBuf) {
     let dir = scratch(name);
     let own = dir.join("nobody");
     std::fs::create_dir(&own).unwrap();
-    std::os::unix::fs::chown(&own, Some(NOBODY), Some(NOBODY)).unwrap();
+    give_to_nobody(&own);
     (dir, own)
 }
 
@@ -237,7 +253,7 @@ fn a_fifo_at_a_mapped_files_path_does_not_hang_the_capture() {
         &["-O0", "-g", "-fPIC", "-shared"],
         &[],
     );
-    std::os::unix::fs::chown(&lib, Some(NOBODY), Some(NOBODY)).unwrap();
+    give_to_nobody(&lib);
     let a = Attacker::start(&bin, "30", &["deleted", lib.to_str().unwrap()]);
     for mode in ["local", "functions"] {
         for call_graph in ["fp", "dwarf"] {
@@ -291,7 +307,7 @@ fn a_debug_link_to_a_fifo_does_not_hang_local_symbolization() {
         bin.to_str().unwrap(),
     ]);
     std::fs::remove_file(&debug).unwrap();
-    std::os::unix::fs::chown(&bin, Some(NOBODY), Some(NOBODY)).unwrap();
+    give_to_nobody(&bin);
     // The attacker plants the FIFO, in its own folder.
     let st = as_nobody(Path::new("/usr/bin/mkfifo"))
         .arg(&debug)
@@ -390,7 +406,7 @@ fn one_large_jit_map_under_two_pids_stays_within_the_budget() {
         let _ = writeln!(s, "{:012x} 10 f{:03}", 0x1000_0000 + i * 16, i % 1000);
     }
     std::fs::write(&map, s).unwrap();
-    std::os::unix::fs::chown(&map, Some(NOBODY), Some(NOBODY)).unwrap();
+    give_to_nobody(&map);
     let a = Attacker::start(&bin, "30", &["jit-hardlink", map.to_str().unwrap()]);
     let b = Attacker::start(&bin, "30", &["jit-hardlink", map.to_str().unwrap()]);
     let out = dir.join("out.folded");
@@ -464,7 +480,7 @@ fn sparse_elf(path: &Path, eh_frame: u64) {
     std::fs::write(path, &f).unwrap();
     let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     file.set_len(end).unwrap();
-    std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+    give_to_nobody(path);
 }
 
 /// Attack 7: `-g dwarf` and six sparse ELF files mapped, each claiming a 100 MiB `.eh_frame`.
