@@ -17,8 +17,10 @@
 //!   stay inside it): a process in its own mount namespace names its own files, not the host's.
 //!   Once the process is gone (a mapping from the records of a process that has exited),
 //!   `/proc/PID/root` is gone too and the path is resolved from the host's root, under the same
-//!   rules; the build id the kernel recorded (Linux 5.12+) then guards against a different file
-//!   of that name, since every reader compares it.
+//!   rules; so is a path its root does not have (`/proc/PID/maps` shows a chrooted process's
+//!   files as the reader sees them). The build id the kernel recorded (Linux 5.12+) then guards
+//!   against a different file of that name, since every reader compares it. A JIT map is only
+//!   ever the process's own.
 //! - **Regular files only.** The opened handle is `fstat`ed: a FIFO, a device (`/dev/zero`), a
 //!   socket or a directory is refused, whatever its name. The checks are on the handle, never on
 //!   the path, and the handle, not the path, flows to every reader downstream (build id, ELF
@@ -210,11 +212,25 @@ fn process_root(pid: u32) -> Option<File> {
 /// The regular file at the absolute `path` as process `pid` names it (in its own root while it
 /// lives; from the host's root for `None` or a process that is gone), no symlink followed.
 ///
+/// A path the process's root does not have is looked up in the host's root too: the kernel writes
+/// `/proc/PID/maps` paths as the *reader* sees them, so a process in a chroot (same mount
+/// namespace) has host paths there, while its MMAP2 records have paths of its own root. Either
+/// way the file found passes the same checks, and a build id the kernel recorded is compared by
+/// every reader.
+///
 /// # Errors
 ///
 /// The open's error (`ELOOP` for a symlink, `ENOENT`, ...), or `PermissionDenied` for a relative
 /// path or something other than a regular file.
 pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
+    match open_as(path, pid) {
+        Err(e) if pid.is_some() && e.kind() == io::ErrorKind::NotFound => open_as(path, None),
+        r => r,
+    }
+}
+
+/// [`open`] in `pid`'s root only (none: the host's).
+fn open_as(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
     #[cfg(test)]
     stall::wait_while_held(path);
     if !path.starts_with('/') {
@@ -235,14 +251,16 @@ pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
     vet(file)
 }
 
-/// The JIT map `path` of process `pid` (`/tmp/perf-PID.map`): [`open`]'s rules, and it must be
+/// The JIT map `path` of process `pid` (`/tmp/perf-PID.map`), in the process's root only (the
+/// host's once the process is gone): [`open`]'s rules, and it must be
 /// owned by one of the process's user ids, by root, or by the profiler's own effective user.
 ///
 /// # Errors
 ///
 /// As [`open`], and `PermissionDenied` for a map owned by anyone else.
 pub fn open_jit_map(path: &str, pid: u32) -> io::Result<Vetted> {
-    let f = open(path, Some(pid))?;
+    // The process's own map only: not the host's file of that name.
+    let f = open_as(path, Some(pid))?;
     let uid = f.uid();
     let own = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
     if uid == 0 || Some(uid) == own || process_uids(pid).contains(&uid) {

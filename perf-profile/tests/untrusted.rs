@@ -536,6 +536,9 @@ fn a_process_in_its_own_mount_namespace_names_its_own_files() {
     let dir = scratch("mntns");
     let file = dir.join("f");
     std::fs::write(&file, "host\n").unwrap();
+    // Hidden in the namespace by its tmpfs: looked up in the host's root (a chroot's case).
+    let only_host = dir.join("only-host");
+    std::fs::write(&only_host, "host only\n").unwrap();
     let script = format!(
         "mount -t tmpfs none {0} && echo inside > {0}/f && echo ready && exec sleep 30",
         dir.display()
@@ -558,6 +561,10 @@ fn a_process_in_its_own_mount_namespace_names_its_own_files() {
     };
     assert_eq!(read(Some(pid)), "inside\n");
     assert_eq!(read(None), "host\n");
+    let hidden = perf_profile::untrusted::open(only_host.to_str().unwrap(), Some(pid)).unwrap();
+    assert_eq!(hidden.read_to_end(100).unwrap(), b"host only\n");
+    // Not a JIT map: that is the process's own or none.
+    assert!(perf_profile::untrusted::open_jit_map(only_host.to_str().unwrap(), pid).is_err());
     let _ = child.kill();
     let _ = child.wait();
     // Gone: its root is gone too, and the path is the host's.
