@@ -6,6 +6,8 @@
 //! it:
 //!
 //! - `perf_event_paranoid` and the capabilities that override it (`CAP_PERFMON`, `CAP_SYS_ADMIN`);
+//! - the capabilities a profile of other users' processes needs instead of root
+//!   ([`privilege`](crate::privilege)), each missing one with what it costs;
 //! - the ring buffers' locked memory: `perf_event_mlock_kb` per CPU plus `RLIMIT_MEMLOCK`, unless
 //!   `CAP_IPC_LOCK` (the trap of samply#25: `mmap` fails with `EPERM` although the events opened);
 //! - `kptr_restrict` (whether kernel frames can be named);
@@ -24,6 +26,7 @@ use perf_event::count::Counter;
 use perf_event::event::hw::Hardware;
 
 use crate::elf::{self, Endian, SectionHeader, SHT_DYNSYM, SHT_SYMTAB, STT_FUNC};
+use crate::privilege::{parse_caps, Caps};
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -119,44 +122,6 @@ impl Default for DoctorOptions {
     }
 }
 
-/// Capabilities of this process (`CapEff` of `/proc/self/status`) that perf cares about.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Caps {
-    root: bool,
-    perfmon: bool,
-    sys_admin: bool,
-    ipc_lock: bool,
-    syslog: bool,
-}
-
-const CAP_IPC_LOCK: u32 = 14;
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_SYSLOG: u32 = 34;
-const CAP_PERFMON: u32 = 38;
-
-fn parse_caps(status: &str) -> Caps {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-    };
-    let eff = field("CapEff:")
-        .and_then(|v| u64::from_str_radix(v, 16).ok())
-        .unwrap_or(0);
-    let euid = field("Uid:")
-        .and_then(|v| v.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u32>().ok());
-    let has = |bit: u32| eff & (1u64 << bit) != 0;
-    Caps {
-        root: euid == Some(0),
-        perfmon: has(CAP_PERFMON),
-        sys_admin: has(CAP_SYS_ADMIN),
-        ipc_lock: has(CAP_IPC_LOCK),
-        syslog: has(CAP_SYSLOG),
-    }
-}
-
 fn read_int(path: &str) -> Option<i64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -197,6 +162,8 @@ pub fn doctor(opts: &DoctorOptions) -> Report {
     let paranoid = read_int("/proc/sys/kernel/perf_event_paranoid");
     r.checks
         .push(paranoid_check(paranoid, caps, opts.system_wide));
+    r.checks
+        .push(crate::privilege::check(caps, opts.system_wide));
     r.checks.push(mlock_check(
         read_int("/proc/sys/kernel/perf_event_mlock_kb"),
         parse_memlock(&fs::read_to_string("/proc/self/limits").unwrap_or_default()),
@@ -220,12 +187,12 @@ pub fn doctor(opts: &DoctorOptions) -> Report {
 
 fn paranoid_check(paranoid: Option<i64>, caps: Caps, system_wide: bool) -> Check {
     let name = "perf_event_paranoid".to_owned();
-    let privileged = caps.root || caps.perfmon || caps.sys_admin;
+    let privileged = caps.root || caps.perfmon() || caps.sys_admin();
     let who = if caps.root {
         "root".to_owned()
-    } else if caps.perfmon {
+    } else if caps.perfmon() {
         "CAP_PERFMON".into()
-    } else if caps.sys_admin {
+    } else if caps.sys_admin() {
         "CAP_SYS_ADMIN".into()
     } else {
         "no capability that overrides it".into()
@@ -300,7 +267,7 @@ fn mlock_check(
             None => "unreadable".into(),
         }
     );
-    let exempt = caps.root || caps.ipc_lock || paranoid.is_some_and(|p| p < 0);
+    let exempt = caps.root || caps.ipc_lock() || paranoid.is_some_and(|p| p < 0);
     let fits = need <= free || memlock == Some(None) || rlimit.is_some_and(|l| need <= free + l);
     let (status, fix) = if exempt || fits {
         (Status::Ok, None)
@@ -350,7 +317,7 @@ fn kptr_check(kptr: Option<i64>, caps: Caps) -> Check {
             status: Status::Warn,
             detail: format!(
                 "{k}: /proc/kallsyms shows no addresses to this process{}: kernel frames show as [kernel]",
-                if caps.syslog { "" } else { " (no CAP_SYSLOG)" }
+                if caps.syslog() { "" } else { " (no CAP_SYSLOG)" }
             ),
             fix: Some(
                 "`sysctl kernel.kptr_restrict=0`, or run as root with kptr_restrict 1".into(),
@@ -716,7 +683,7 @@ mod tests {
         let status = "Name:\tx\nUid:\t1000\t0\t0\t0\nCapEff:\t0000004000004000\n";
         let c = parse_caps(status);
         assert!(
-            c.root && c.perfmon && c.ipc_lock && !c.sys_admin && !c.syslog,
+            c.root && c.perfmon() && c.ipc_lock() && !c.sys_admin() && !c.syslog(),
             "{c:?}"
         );
         let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
@@ -739,7 +706,7 @@ mod tests {
         let c = mlock_check(Some(516), Some(None), user, Some(2), 64, 4096, 10);
         assert_eq!(c.status, Status::Ok);
         let lock = Caps {
-            ipc_lock: true,
+            effective: 1 << 14, // CAP_IPC_LOCK
             ..user
         };
         assert_eq!(

@@ -73,6 +73,7 @@ mod error;
 pub mod export;
 pub mod maps;
 pub mod offcpu;
+pub mod privilege;
 mod profile;
 pub mod proto;
 #[cfg(feature = "push")]
