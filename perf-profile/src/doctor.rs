@@ -320,7 +320,9 @@ fn kptr_check(kptr: Option<i64>, caps: Caps) -> Check {
                 if caps.syslog() { "" } else { " (no CAP_SYSLOG)" }
             ),
             fix: Some(
-                "`sysctl kernel.kptr_restrict=0`, or run as root with kptr_restrict 1".into(),
+                "grant CAP_SYSLOG (kptr_restrict 1, or 0 with perf_event_paranoid 2, hide them \
+                 without it), run as root, or `sysctl kernel.kptr_restrict=0 kernel.perf_event_paranoid=1`"
+                    .into(),
             ),
         },
     }
@@ -370,7 +372,9 @@ fn tracefs_check(mounts: &str) -> Check {
             name,
             status: Status::Warn,
             detail: format!("{}: {e}: {OFF_CPU_FALLBACK}", id.display()),
-            fix: Some("run as root (tracefs is often root-only)".into()),
+            fix: Some(
+                "run as root or grant CAP_DAC_READ_SEARCH (tracefs is often root-only)".into(),
+            ),
         },
         (Some(at), None) => Check {
             name,

@@ -232,7 +232,9 @@ pub(crate) fn check(caps: Caps, system_wide: bool) -> crate::doctor::Check {
                 costs.join("; ")
             ),
             Some(format!(
-                "run as root, or with exactly these capabilities (README: Running without root):                  systemd `AmbientCapabilities={all}` and `CapabilityBoundingSet={all}`, or                  `setpriv --inh-caps={list} --ambient-caps={list} …`",
+                "run as root, or with exactly these capabilities (README: Running without root): \
+                 systemd `AmbientCapabilities={all}` and `CapabilityBoundingSet={all}`, or \
+                 `setpriv --inh-caps={list} --ambient-caps={list} …`",
                 all = names(&SYSTEM_WIDE),
                 list = SYSTEM_WIDE
                     .iter()

@@ -1,0 +1,166 @@
+//! System-wide profiling without root: the `profile` example run as `nobody` with exactly the
+//! capabilities `perf_profile::privilege::SYSTEM_WIDE` lists (ambient, the bounding set holding
+//! nothing else) profiles a workload of another user (root), in a binary only root may read, and
+//! names its frames; without `CAP_PERFMON` it fails with an error that names it; without
+//! `CAP_DAC_READ_SEARCH` the workload's frames are addresses; without `CAP_SYSLOG`, where
+//! `/proc/kallsyms` needs it, kernel frames are one `[kernel]` frame.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{folded_file, samples_with, scratch, text, FRAME_POINTERS};
+use perf_profile::privilege::{Capability, SYSTEM_WIDE};
+use tests::{require, Skip};
+
+/// `program args` as `nobody` with exactly `caps`, ambient so that they survive the `exec`.
+fn as_nobody_with(caps: &[Capability], program: &Path, args: &[&str]) -> Command {
+    let list = caps
+        .iter()
+        .map(|c| format!("+{}", c.short_name()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    if caps.is_empty() {
+        cmd.args(["--inh-caps=-all", "--bounding-set=-all"]);
+    } else {
+        cmd.arg(format!("--inh-caps={list}"))
+            .arg(format!("--ambient-caps={list}"))
+            .arg(format!("--bounding-set=-all,{list}"));
+    }
+    cmd.arg(program).args(args).stdin(Stdio::null());
+    cmd
+}
+
+/// Whether `/proc/kallsyms` hides the kernel's addresses from a reader without `CAP_SYSLOG`:
+/// `kptr_restrict` 1, or 0 with `perf_event_paranoid` above 1 (`kallsyms_show_value`).
+fn kallsyms_needs_syslog() -> bool {
+    let kptr = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    match kptr {
+        Some(0) => tests::paranoid() > 1,
+        Some(1) => true,
+        _ => false,
+    }
+}
+
+/// The workload's stack: frames of `calls.c`, named.
+const WORKLOAD: &str = "main;outer;hot_a;leaf";
+
+#[test]
+fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other_users_frames() {
+    require!(
+        tests::is_root(),
+        Skip::Privilege,
+        "needs root, to run the profiler as nobody with capabilities and a workload as root"
+    );
+    common::require_cc!();
+    let example = common::example();
+    require!(
+        as_nobody_with(&SYSTEM_WIDE, &example, &["--help"])
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        Skip::Environment,
+        "setpriv (util-linux) cannot run {} as nobody with ambient CAP_PERFMON (Linux 5.8+)",
+        example.display()
+    );
+    let dir = scratch("least-privilege");
+    // The workload: root's, in a folder only root may enter, a binary only root may read.
+    let private = dir.join("private");
+    std::fs::create_dir(&private).unwrap();
+    let bin = common::cc(&private, "calls", "calls.c", FRAME_POINTERS, &[]);
+    std::fs::set_permissions(&bin, PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(&private, PermissionsExt::from_mode(0o700)).unwrap();
+    // nobody writes the profiles here.
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, PermissionsExt::from_mode(0o777)).unwrap();
+    let mut workload = Command::new(&bin).arg("60").spawn().unwrap();
+
+    // The four captures at once: each samples the whole system for 2 s, the workload included.
+    let start = |name: &str, caps: &[Capability]| {
+        let file = out.join(format!("{name}.folded"));
+        let child = as_nobody_with(
+            caps,
+            &example,
+            &[
+                "-a",
+                "-d",
+                "2",
+                "--symbolize",
+                "functions",
+                "-o",
+                file.to_str().unwrap(),
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        (child, file)
+    };
+    let without = |dropped: Capability| -> Vec<Capability> {
+        SYSTEM_WIDE.into_iter().filter(|&c| c != dropped).collect()
+    };
+    let all = start("all", &SYSTEM_WIDE);
+    let no_perfmon = start("no-perfmon", &without(Capability::Perfmon));
+    let no_dac = start("no-dac", &without(Capability::DacReadSearch));
+    let no_syslog =
+        kallsyms_needs_syslog().then(|| start("no-syslog", &without(Capability::Syslog)));
+    let finish =
+        |(child, file): (std::process::Child, PathBuf)| (child.wait_with_output().unwrap(), file);
+    let (all, all_file) = finish(all);
+    let (no_perfmon, no_perfmon_file) = finish(no_perfmon);
+    let (no_dac, no_dac_file) = finish(no_dac);
+    let syslog = no_syslog.map(finish);
+    let _ = workload.kill();
+    let _ = workload.wait();
+
+    assert!(
+        all.status.success(),
+        "nobody with {SYSTEM_WIDE:?}: {}",
+        text(&all.stderr)
+    );
+    let stacks = folded_file(&all_file);
+    assert!(
+        samples_with(&stacks, WORKLOAD) > 0,
+        "root's workload, in a file only root may read, is not named for nobody with \
+         {SYSTEM_WIDE:?}: {stacks:?}"
+    );
+    assert!(
+        !stacks.keys().any(|s| s.contains("[kernel]")),
+        "kernel frames are not named with CAP_SYSLOG: {stacks:?}"
+    );
+
+    // Without CAP_PERFMON a system-wide capture does not start, and says what it needs.
+    let err = text(&no_perfmon.stderr);
+    assert_eq!(no_perfmon.status.code(), Some(1), "{err}");
+    assert!(err.contains("CAP_PERFMON"), "{err}");
+    assert!(!no_perfmon_file.exists());
+
+    // Without CAP_DAC_READ_SEARCH the workload's binary cannot be read: its frames are addresses.
+    assert!(no_dac.status.success(), "{}", text(&no_dac.stderr));
+    let stacks = folded_file(&no_dac_file);
+    assert_eq!(samples_with(&stacks, WORKLOAD), 0, "{stacks:?}");
+    assert!(
+        stacks.keys().any(|s| s.contains("calls+0x")),
+        "no sample of the workload, as an address: {stacks:?}"
+    );
+
+    // Without CAP_SYSLOG, where kallsyms needs it, kernel frames are one [kernel] frame.
+    match syslog {
+        Some((no_syslog, no_syslog_file)) => {
+            assert!(no_syslog.status.success(), "{}", text(&no_syslog.stderr));
+            let stacks = folded_file(&no_syslog_file);
+            assert!(stacks.keys().any(|s| s.contains("[kernel]")), "{stacks:?}");
+        }
+        None => tests::skip_part(
+            Skip::Environment,
+            "kptr_restrict and perf_event_paranoid show kallsyms without CAP_SYSLOG here",
+        ),
+    }
+}
