@@ -71,6 +71,11 @@ pub mod doctor;
 mod elf;
 mod error;
 pub mod export;
+/// The parsers of untrusted bytes, for the fuzz targets in `fuzz/`: not part of the API. (In
+/// tests too: the seeds and the inputs that once crashed a target are run as a unit test.)
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod maps;
 pub mod offcpu;
 pub mod privilege;

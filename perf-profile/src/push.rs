@@ -185,6 +185,12 @@ impl Credentials {
                 path: path.to_owned(),
                 source,
             })?;
+        Self::parse_file(&text, path)
+    }
+
+    /// The credentials of a [`from_file`](Self::from_file) file's text; `path` names the file in
+    /// errors.
+    pub(crate) fn parse_file(text: &str, path: &Path) -> Result<Self> {
         let bad = |n: usize, why: &str| {
             Error::InvalidOption(format!("{} line {}: {why}", path.display(), n + 1))
         };
@@ -243,7 +249,7 @@ impl Credentials {
     }
 
     /// Every secret value, to scrub from anything logged.
-    fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         if let Some(t) = &self.bearer {
             out.push(t.clone());

@@ -741,7 +741,7 @@ impl FunctionTable {
     /// `symbols`; whether it has a `.symtab`.
     fn symbols(
         &mut self,
-        elf: &mut crate::elf::Elf<&std::fs::File>,
+        elf: &mut crate::elf::Elf<impl crate::elf::Source>,
         debug: bool,
         symbols: &mut Vec<RawSymbol>,
         left: &mut u64,
@@ -857,6 +857,32 @@ impl FunctionTable {
         symbols.shrink_to_fit();
         self.functions = symbols;
     }
+}
+
+/// The function table of an ELF file whose bytes `elf` reads (the fuzz target's way in: no file
+/// is opened), and for each of `offsets` the name's (string table, offset) it finds there.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn function_table_of(
+    elf: &mut crate::elf::Elf<impl crate::elf::Source>,
+    offsets: &[u64],
+) -> Vec<Option<(u8, u32)>> {
+    let mut table = FunctionTable {
+        segments: elf
+            .program_headers()
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| p.kind == crate::elf::PT_LOAD)
+            .map(|p| (p.offset, p.filesz, p.vaddr))
+            .collect(),
+        ..FunctionTable::default()
+    };
+    let mut symbols = Vec::new();
+    table.symbols(elf, false, &mut symbols, &mut (1 << 20));
+    table.fill(symbols);
+    // A filled table is sorted by start, one function per start, none ending before it starts.
+    assert!(table.functions.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(table.functions.iter().all(|f| f.0 <= f.1));
+    offsets.iter().map(|&o| table.function_at(o)).collect()
 }
 
 /// `name` demangled (Rust, then C++), or as it is.

@@ -132,6 +132,16 @@ impl KernelSymbols {
         }
     }
 
+    /// The symbols of the `/proc/kallsyms` text that `file` gives, read in pieces as the first
+    /// lookup after [`load`](Self::load) reads them; `None` when it is not such text.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn read_from(file: impl Read) -> Option<Self> {
+        Some(Self {
+            table: OnceLock::from(Table::read_from(file)?),
+            ..Self::default()
+        })
+    }
+
     /// Why kernel frames cannot be named, or `None` when they can.
     pub fn hidden(&self) -> Option<&str> {
         self.hidden.as_deref()

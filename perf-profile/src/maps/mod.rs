@@ -338,14 +338,14 @@ fn unmap(space: &mut Space, start: u64, end: u64) {
 }
 
 /// One line of `/proc/PID/maps`, when it is executable.
-struct MapsLine {
-    start: u64,
-    end: u64,
-    file_offset: u64,
-    path: String,
+pub(crate) struct MapsLine {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: String,
 }
 
-fn parse_maps_line(line: &str) -> Option<MapsLine> {
+pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
     // 7f0e4b5d6000-7f0e4b6f0000 r-xp 00026000 fe:01 1311 /usr/lib/x86_64-linux-gnu/libc.so.6
     let mut it = line.splitn(6, ' ');
     let (start, end) = it.next()?.split_once('-')?;

@@ -284,6 +284,34 @@ fn parse(text: &str, budget: &Budget) -> Option<JitSyms> {
     })
 }
 
+/// A map's symbols as (start, end, name), and the names found at some addresses.
+#[cfg(any(test, feature = "fuzzing"))]
+type ParsedAndFound = (Vec<(u64, u64, String)>, Vec<Option<String>>);
+
+/// What [`parse`] makes of `text` within `budget`: (start, end, name) sorted by start, and what
+/// [`JitSyms::lookup`] finds at each of `addrs` (for the fuzz target).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn parse_and_look_up(
+    text: &str,
+    budget: &Budget,
+    addrs: &[u64],
+) -> Option<ParsedAndFound> {
+    let syms = parse(text, budget)?;
+    let all = syms
+        .ranges
+        .iter()
+        .map(|&(s, e, at, len)| {
+            let name = syms.names.get(at as usize..(at + len) as usize);
+            (s, e, name.unwrap_or_default().to_owned())
+        })
+        .collect();
+    let found = addrs
+        .iter()
+        .map(|&a| syms.lookup(a).map(str::to_owned))
+        .collect();
+    Some((all, found))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use perf_event::perf_sys as sys;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod dwarf;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-mod elf;
+pub(crate) mod elf;
 
 /// Where a frame's code runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
