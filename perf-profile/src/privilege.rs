@@ -148,6 +148,7 @@ const CAP_PERFMON: u32 = 38;
 /// A process's effective capabilities (`CapEff` of `/proc/PID/status`) and whether its effective
 /// uid is 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Caps {
     /// The effective uid is 0. Root without capabilities (a container's, or after `setpriv`) is
     /// not privileged: the kernel checks capabilities.

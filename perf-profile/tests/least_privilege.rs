@@ -163,4 +163,5 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
             "kptr_restrict and perf_event_paranoid show kallsyms without CAP_SYSLOG here",
         ),
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
