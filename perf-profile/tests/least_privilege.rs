@@ -9,9 +9,10 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{folded_file, samples_with, scratch, text, FRAME_POINTERS};
+use common::{folded_file, samples_with, scratch, FRAME_POINTERS};
 use perf_profile::privilege::{Capability, SYSTEM_WIDE};
 use tests::{require, Skip};
 
@@ -45,6 +46,36 @@ fn kallsyms_needs_syslog() -> bool {
         Some(0) => tests::paranoid() > 1,
         Some(1) => true,
         _ => false,
+    }
+}
+
+/// How long the four captures of 2 s may take, symbolizing included, on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+/// How a capture ended: its exit status (`None`: killed at the deadline), what it printed on
+/// stderr, its output file.
+struct Finished<S = Option<ExitStatus>> {
+    status: S,
+    err: String,
+    file: PathBuf,
+}
+
+impl Finished {
+    /// The capture, which must have ended by itself.
+    fn ended(self) -> Finished<ExitStatus> {
+        let status = self.status.unwrap_or_else(|| {
+            panic!(
+                "{}: still running {DEADLINE:?} after it started, killed (blocked on a file \
+                 another process planted, such as a FIFO?): {}",
+                self.file.display(),
+                self.err
+            )
+        });
+        Finished {
+            status,
+            err: self.err,
+            file: self.file,
+        }
     }
 }
 
@@ -97,11 +128,11 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
                 file.to_str().unwrap(),
             ],
         )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(out.join(format!("{name}.stderr"))).unwrap())
         .spawn()
         .unwrap();
-        (child, file)
+        (child, file, out.join(format!("{name}.stderr")))
     };
     let without = |dropped: Capability| -> Vec<Capability> {
         SYSTEM_WIDE.into_iter().filter(|&c| c != dropped).collect()
@@ -111,21 +142,43 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     let no_dac = start("no-dac", &without(Capability::DacReadSearch));
     let no_syslog =
         kallsyms_needs_syslog().then(|| start("no-syslog", &without(Capability::Syslog)));
-    let finish =
-        |(child, file): (std::process::Child, PathBuf)| (child.wait_with_output().unwrap(), file);
-    let (all, all_file) = finish(all);
-    let (no_perfmon, no_perfmon_file) = finish(no_perfmon);
-    let (no_dac, no_dac_file) = finish(no_dac);
-    let syslog = no_syslog.map(finish);
+    // Each must end within the deadline, else it is killed; the test fails once all are ended and
+    // the workload too, so that nothing is left running.
+    let deadline = Instant::now() + DEADLINE;
+    let finish = |(mut child, file, stderr): (Child, PathBuf, PathBuf)| {
+        let status = loop {
+            match child.try_wait().unwrap() {
+                Some(status) => break Some(status),
+                None if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        Finished {
+            status,
+            err: std::fs::read_to_string(stderr).unwrap_or_default(),
+            file,
+        }
+    };
+    let all = finish(all);
+    let no_perfmon = finish(no_perfmon);
+    let no_dac = finish(no_dac);
+    let no_syslog = no_syslog.map(finish);
     let _ = workload.kill();
     let _ = workload.wait();
+    let [all, no_perfmon, no_dac] = [all, no_perfmon, no_dac].map(Finished::ended);
+    let no_syslog = no_syslog.map(Finished::ended);
+    let (all_file, no_perfmon_file, no_dac_file) = (&all.file, &no_perfmon.file, &no_dac.file);
 
     assert!(
         all.status.success(),
         "nobody with {SYSTEM_WIDE:?}: {}",
-        text(&all.stderr)
+        all.err
     );
-    let stacks = folded_file(&all_file);
+    let stacks = folded_file(all_file);
     assert!(
         samples_with(&stacks, WORKLOAD) > 0,
         "root's workload, in a file only root may read, is not named for nobody with \
@@ -137,14 +190,14 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     );
 
     // Without CAP_PERFMON a system-wide capture does not start, and says what it needs.
-    let err = text(&no_perfmon.stderr);
+    let err = &no_perfmon.err;
     assert_eq!(no_perfmon.status.code(), Some(1), "{err}");
     assert!(err.contains("CAP_PERFMON"), "{err}");
     assert!(!no_perfmon_file.exists());
 
     // Without CAP_DAC_READ_SEARCH the workload's binary cannot be read: its frames are addresses.
-    assert!(no_dac.status.success(), "{}", text(&no_dac.stderr));
-    let stacks = folded_file(&no_dac_file);
+    assert!(no_dac.status.success(), "{}", no_dac.err);
+    let stacks = folded_file(no_dac_file);
     assert_eq!(samples_with(&stacks, WORKLOAD), 0, "{stacks:?}");
     assert!(
         stacks.keys().any(|s| s.contains("calls+0x")),
@@ -152,10 +205,10 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     );
 
     // Without CAP_SYSLOG, where kallsyms needs it, kernel frames are one [kernel] frame.
-    match syslog {
-        Some((no_syslog, no_syslog_file)) => {
-            assert!(no_syslog.status.success(), "{}", text(&no_syslog.stderr));
-            let stacks = folded_file(&no_syslog_file);
+    match no_syslog {
+        Some(no_syslog) => {
+            assert!(no_syslog.status.success(), "{}", no_syslog.err);
+            let stacks = folded_file(&no_syslog.file);
             assert!(stacks.keys().any(|s| s.contains("[kernel]")), "{stacks:?}");
         }
         None => tests::skip_part(
