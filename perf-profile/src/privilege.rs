@@ -10,8 +10,8 @@
 //! - `CAP_SYSLOG`: `/proc/kallsyms` addresses when `kptr_restrict` is 1, or 0 with
 //!   `perf_event_paranoid` > 1; without it kernel frames are one `[kernel]` frame.
 //! - `CAP_SYS_PTRACE`: `/proc/PID/root` and `/proc/PID/exe` of other users' processes (their files
-//!   as their mount namespace names them, their executable); without it those processes' files are
-//!   not read through their root and their executable is unnamed.
+//!   as their mount namespace names them, their executable); without it their files are looked up
+//!   in the host's root (a container's binaries are not found) and their executable is unnamed.
 //! - `CAP_DAC_READ_SEARCH` (or `CAP_DAC_OVERRIDE`): other users' binaries and JIT maps that are not
 //!   world-readable, and tracefs (root-only) for `--off-cpu`'s `sched:sched_switch`; without it
 //!   their frames are addresses and `--off-cpu` samples the `context-switches` event.
@@ -106,8 +106,9 @@ impl Capability {
             }
             Self::Syslog => "kernel frames are one [kernel] frame",
             Self::SysPtrace => {
-                "other users' processes are not resolved through their own root (a container's \
-                 files), and their executable is unnamed"
+                "other users' processes' files are looked up in the host's root instead of their \
+                 own (a container's binaries are not found: their frames are addresses), and \
+                 their executable is unnamed"
             }
             Self::DacReadSearch => {
                 "other users' frames in files they do not let others read are bare addresses, and \

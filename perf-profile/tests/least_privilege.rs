@@ -1,8 +1,9 @@
 //! System-wide profiling without root: the `profile` example run as `nobody` with exactly the
 //! capabilities `perf_profile::privilege::SYSTEM_WIDE` lists (ambient, the bounding set holding
-//! nothing else) profiles a workload of another user (root), in a binary only root may read, and
-//! names its frames; without `CAP_PERFMON` it fails with an error that names it; without
-//! `CAP_DAC_READ_SEARCH` the workload's frames are addresses; without `CAP_SYSLOG`, where
+//! nothing else) profiles workloads of another user (root), in binaries only root may read, one of
+//! them in a mount namespace of its own, and names their frames; without `CAP_PERFMON` it fails
+//! with an error that names it; without `CAP_DAC_READ_SEARCH` the workload's frames are
+//! addresses; without `CAP_SYS_PTRACE` the contained workload's are; without `CAP_SYSLOG`, where
 //! `/proc/kallsyms` needs it, kernel frames are one `[kernel]` frame.
 
 mod common;
@@ -111,8 +112,27 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     std::fs::create_dir(&out).unwrap();
     std::fs::set_permissions(&out, PermissionsExt::from_mode(0o777)).unwrap();
     let mut workload = Command::new(&bin).arg("60").spawn().unwrap();
+    // The same, its functions renamed, in a mount namespace of its own (a container's): its binary
+    // is on a tmpfs mounted there only, so only its own root (/proc/PID/root) has it.
+    let renamed = [
+        "-Douter=contained_outer",
+        "-Dhot_a=contained_hot_a",
+        "-Dleaf=contained_leaf",
+    ];
+    let contained_bin = common::cc(&private, "contained", "calls.c", FRAME_POINTERS, &renamed);
+    let ns = dir.join("ns");
+    std::fs::create_dir(&ns).unwrap();
+    let mut contained = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs none "$1" && cp "$2" "$1/contained" && exec "$1/contained" 60"#)
+        .arg("sh")
+        .args([&ns, &contained_bin])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let contained_runs = contained.try_wait().unwrap().is_none();
 
-    // The four captures at once: each samples the whole system for 2 s, the workload included.
+    // The captures at once: each samples the whole system for 2 s, the workload included.
     let start = |name: &str, caps: &[Capability]| {
         let file = out.join(format!("{name}.folded"));
         let child = as_nobody_with(
@@ -140,6 +160,7 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     let all = start("all", &SYSTEM_WIDE);
     let no_perfmon = start("no-perfmon", &without(Capability::Perfmon));
     let no_dac = start("no-dac", &without(Capability::DacReadSearch));
+    let no_ptrace = start("no-ptrace", &without(Capability::SysPtrace));
     let no_syslog =
         kallsyms_needs_syslog().then(|| start("no-syslog", &without(Capability::Syslog)));
     // Each must end within the deadline, else it is killed; the test fails once all are ended and
@@ -166,10 +187,14 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
     let all = finish(all);
     let no_perfmon = finish(no_perfmon);
     let no_dac = finish(no_dac);
+    let no_ptrace = finish(no_ptrace);
     let no_syslog = no_syslog.map(finish);
-    let _ = workload.kill();
-    let _ = workload.wait();
-    let [all, no_perfmon, no_dac] = [all, no_perfmon, no_dac].map(Finished::ended);
+    for w in [&mut workload, &mut contained] {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let [all, no_perfmon, no_dac, no_ptrace] =
+        [all, no_perfmon, no_dac, no_ptrace].map(Finished::ended);
     let no_syslog = no_syslog.map(Finished::ended);
     let (all_file, no_perfmon_file, no_dac_file) = (&all.file, &no_perfmon.file, &no_dac.file);
 
@@ -203,6 +228,29 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
         stacks.keys().any(|s| s.contains("calls+0x")),
         "no sample of the workload, as an address: {stacks:?}"
     );
+
+    // Without CAP_SYS_PTRACE another user's process's root (/proc/PID/root) cannot be entered: the
+    // contained workload's binary, which only its mount namespace has, is not found.
+    const CONTAINED: &str = "contained_outer;contained_hot_a;contained_leaf";
+    if contained_runs {
+        assert!(no_ptrace.status.success(), "{}", no_ptrace.err);
+        let stacks = folded_file(&all.file);
+        assert!(
+            samples_with(&stacks, CONTAINED) > 0,
+            "a contained process's frames are not named with {SYSTEM_WIDE:?}: {stacks:?}"
+        );
+        let stacks = folded_file(&no_ptrace.file);
+        assert_eq!(samples_with(&stacks, CONTAINED), 0, "{stacks:?}");
+        assert!(
+            stacks.keys().any(|s| s.contains("contained+0x")),
+            "no sample of the contained workload, as an address: {stacks:?}"
+        );
+    } else {
+        tests::skip_part(
+            Skip::Environment,
+            "unshare cannot run a workload in a mount namespace of its own here",
+        );
+    }
 
     // Without CAP_SYSLOG, where kallsyms needs it, kernel frames are one [kernel] frame.
     match no_syslog {
