@@ -198,15 +198,20 @@ fn vet(file: File) -> io::Result<Vetted> {
     Ok(Vetted { file, meta })
 }
 
-/// `/proc/PID/root`, the root of `pid`'s file system view; `None` once the process is gone.
-fn process_root(pid: u32) -> Option<File> {
-    rustix::fs::open(
+/// `/proc/PID/root`, the root of `pid`'s file system view: `Ok(None)` once the process is gone;
+/// an error where its root exists but may not be entered (`EACCES` without CAP_SYS_PTRACE for
+/// another user's process), which is not the same thing: a JIT map must then not be looked up in
+/// the host's root, where another user could plant it.
+fn process_root(pid: u32) -> io::Result<Option<File>> {
+    match rustix::fs::open(
         format!("/proc/{pid}/root"),
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )
-    .ok()
-    .map(File::from)
+    ) {
+        Ok(fd) => Ok(Some(File::from(fd))),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::SRCH) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The regular file at the absolute `path` as process `pid` names it (in its own root while it
@@ -223,21 +228,40 @@ fn process_root(pid: u32) -> Option<File> {
 /// The open's error (`ELOOP` for a symlink, `ENOENT`, ...), or `PermissionDenied` for a relative
 /// path or something other than a regular file.
 pub fn open(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
-    match open_as(path, pid) {
-        Err(e) if pid.is_some() && e.kind() == io::ErrorKind::NotFound => open_as(path, None),
+    match open_as(path, pid, Root::HostIfDenied) {
+        Err(e) if pid.is_some() && e.kind() == io::ErrorKind::NotFound => {
+            open_as(path, None, Root::HostIfDenied)
+        }
         r => r,
     }
 }
 
-/// [`open`] in `pid`'s root only (none: the host's).
-fn open_as(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
+/// What [`open_as`] does when a live process's root may not be entered.
+#[derive(Clone, Copy, PartialEq)]
+enum Root {
+    /// Look in the host's root (what a mapped file's build id is then checked against).
+    HostIfDenied,
+    /// Fail with the error: the file must be the process's own.
+    Own,
+}
+
+/// [`open`] in `pid`'s root only (none, or a process that is gone: the host's).
+fn open_as(path: &str, pid: Option<u32>, denied: Root) -> io::Result<Vetted> {
     #[cfg(test)]
     stall::wait_while_held(path);
     if !path.starts_with('/') {
         return Err(refused("not an absolute path"));
     }
     let no_links = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let file = match pid.and_then(|p| Some((p, process_root(p)?))) {
+    let root = match pid {
+        None => None,
+        Some(p) => match process_root(p) {
+            Ok(root) => root.map(|r| (p, r)),
+            Err(e) if denied == Root::Own => return Err(e),
+            Err(_) => None,
+        },
+    };
+    let file = match root {
         // Without openat2, `/proc/PID/root/PATH`: the process's file still, though a symlink in
         // a folder of the path would then resolve as the caller sees it.
         Some((pid, root)) => openat2_or_open(
@@ -252,7 +276,8 @@ fn open_as(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
 }
 
 /// The JIT map `path` of process `pid` (`/tmp/perf-PID.map`), in the process's root only (the
-/// host's once the process is gone): [`open`]'s rules, and it must be
+/// host's once the process is gone; an error where the profiler may not enter that root, e.g.
+/// another user's process without CAP_SYS_PTRACE): [`open`]'s rules, and it must be
 /// owned by one of the process's user ids, by root, or by the profiler's own effective user.
 ///
 /// # Errors
@@ -260,7 +285,7 @@ fn open_as(path: &str, pid: Option<u32>) -> io::Result<Vetted> {
 /// As [`open`], and `PermissionDenied` for a map owned by anyone else.
 pub fn open_jit_map(path: &str, pid: u32) -> io::Result<Vetted> {
     // The process's own map only: not the host's file of that name.
-    let f = open_as(path, Some(pid))?;
+    let f = open_as(path, Some(pid), Root::Own)?;
     let uid = f.uid();
     let own = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
     if uid == 0 || Some(uid) == own || process_uids(pid).contains(&uid) {
