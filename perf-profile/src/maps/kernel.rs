@@ -98,10 +98,22 @@ impl KernelSymbols {
             let restrict = fs::read_to_string("/proc/sys/kernel/kptr_restrict")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unreadable".into());
+            let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unreadable".into());
+            // The kernel's rule (kallsyms_show_value): kptr_restrict 2 hides them from everyone;
+            // 1 shows them to CAP_SYSLOG; 0 to CAP_SYSLOG, and to everyone while
+            // perf_event_paranoid <= 1.
+            let fix = if restrict == "2" {
+                "`sysctl kernel.kptr_restrict=1` and CAP_SYSLOG (root has it) name them"
+            } else {
+                "CAP_SYSLOG (root has it) names them, or with kernel.kptr_restrict 0, \
+                 `sysctl kernel.perf_event_paranoid=1`"
+            };
             k.hidden = Some(format!(
                 "kernel frames are shown as one [kernel] frame: /proc/kallsyms hides the \
-                 kernel's addresses (kernel.kptr_restrict = {restrict}); `sysctl \
-                 kernel.kptr_restrict=0` (or profiling as root with kptr_restrict 1) names them"
+                 kernel's addresses from this process (kernel.kptr_restrict = {restrict}, \
+                 kernel.perf_event_paranoid = {paranoid}); {fix}"
             ));
         }
         k
