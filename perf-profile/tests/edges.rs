@@ -1,4 +1,4 @@
-//! The `profile` example at its edges, as an attacker or an operator meets them (issue 33): links
+//! The `perf-profile` command at its edges, as an attacker or an operator meets them (issue 33): links
 //! planted by another user where it writes its outputs, the signals that end a capture (SIGTERM,
 //! SIGHUP, SIGINT), out-of-range numbers on its command line, and credentials over cleartext http.
 //!
@@ -159,7 +159,7 @@ fn links_planted_at_the_probe_and_temporary_names_change_no_file_outside_o() {
 
 use std::os::unix::fs::MetadataExt;
 
-/// Starts the example with `args`, waits for its "sampling" line, lets it sample `after`, sends it
+/// Starts the command with `args`, waits for its "sampling" line, lets it sample `after`, sends it
 /// `signal`: its exit status, stderr, and the seconds from the signal to its exit.
 fn signalled(
     args: &[&str],

@@ -1,4 +1,4 @@
-//! Fleet features of the `profile` example and the library, each test deciding at run time whether
+//! Fleet features of the `perf-profile` command and the library, each test deciding at run time whether
 //! it can run here and saying why not:
 //!
 //! - OTLP: the `.otlp` file decodes with the official `opentelemetry-proto` Python package (in a
