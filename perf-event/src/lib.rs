@@ -101,9 +101,9 @@
 //! let mut chains = 0;
 //! for (_cpumode, record) in sampler.iter() {
 //!     if let Record::Sample(sample) = record {
-//!         let ips = sample.call_chain.unwrap_or_default();
+//!         let chain = sample.call_chain.unwrap_or_default();
 //!         // The kernel marks where user frames start with PERF_CONTEXT_* values.
-//!         let frames: Vec<u64> = ips.into_iter().filter(|&ip| ip < PERF_CONTEXT_MAX).collect();
+//!         let frames: Vec<u64> = chain.ips().iter().copied().filter(|&ip| ip < PERF_CONTEXT_MAX).collect();
 //!         chains += usize::from(!frames.is_empty());
 //!     }
 //! }

@@ -69,11 +69,14 @@
 //!   (0.5.1: `Rc`): groups and counters are `Send + Sync`.
 //! - Probes own their strings: `Kprobe::Symbol::name`, `Uprobe::path` are `CString` (0.5.1:
 //!   `&'static CStr`); build uprobes with [`Uprobe::new`](crate::event::dp::Uprobe::new).
-//! - `Sample::call_chain` is the kernel's `Option<Vec<u64>>`, with the `PERF_CONTEXT_*` markers in
-//!   place (0.5.1: `Vec<CallChain>`, which
-//!   [`Sample::call_chain_parts`](crate::sample::record::Sample::call_chain_parts) gives, with the
-//!   same [`CallChain`](crate::sample::record::CallChain) enum): parsing a sample allocates once
-//!   for its chain, not once per context. `mmap::Info::BuildId` holds a `Vec<u8>` (0.5.1:
+//! - `Sample::call_chain` is a [`CallChains`](crate::sample::record::CallChains) (0.5.1:
+//!   `Vec<CallChain>`): iterating it (`.iter()`, `for part in &chain`, `into_iter()`) yields 0.5.1's
+//!   [`CallChain`](crate::sample::record::CallChain) parts (`User`, `UserDeferred { cookie }`,
+//!   `Kernel`, ...), so code that walks the parts compiles unchanged; `to_vec()` (or
+//!   [`Sample::call_chain_parts`](crate::sample::record::Sample::call_chain_parts)) is the
+//!   `Vec<CallChain>` for code that indexes it or asks its `len()`, and `ips()` is the kernel's
+//!   form, `PERF_CONTEXT_*` markers in place. Parsing a sample allocates once for its chain, not
+//!   once per context. `mmap::Info::BuildId` holds a `Vec<u8>` (0.5.1:
 //!   `ArrayVec<u8, 20>`; no arrayvec type in this API).
 //! - [`MemLevel2`](crate::sample::record::MemLevel2) has an `L0` variant (`PERF_MEM_LVLNUM_L0`,
 //!   named by the kernel after 0.5.1), which 0.5.1 read as `Unknown`: an exhaustive match needs

@@ -1,4 +1,4 @@
-//! The `profile` example against perf, side by side in one run (issue 27's speed and memory
+//! The `perf-profile` command against perf, side by side in one run (issue 27's speed and memory
 //! targets):
 //!
 //! 1. A system-wide capture, 5 s at 999 Hz with call chains (frame pointers), of the same load
@@ -84,7 +84,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let profile = tests::package_example_binary("perf-profile", "profile");
+    let profile = common::command();
     let dir = std::env::temp_dir().join(format!("profile-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -505,7 +505,7 @@ impl Pipeline {
         if cpumode == Priv::Kernel {
             // The kernel's chain holds the kernel part only (`exclude_callchain_user`).
             unwind::frames_from_call_chain(
-                s.call_chain.as_deref(),
+                s.call_chain.as_ref().map(|c| c.ips()),
                 s.code_addr.map(|(ip, _)| ip),
                 true,
                 &mut self.raw,
@@ -532,7 +532,7 @@ impl Pipeline {
                 self.raw.clear();
                 if !self.unwind_user(pid, cpumode, &s) {
                     unwind::frames_from_call_chain(
-                        s.call_chain.as_deref(),
+                        s.call_chain.as_ref().map(|c| c.ips()),
                         s.code_addr.map(|(ip, _)| ip),
                         cpumode == Priv::Kernel,
                         &mut self.raw,

@@ -1,7 +1,7 @@
 //! Least privilege: the capabilities a system-wide profile needs instead of root, and what each
 //! missing one costs.
 //!
-//! Found by dropping each in turn from a `profile -a` run as user `nobody` on Linux 6.18 (the
+//! Found by dropping each in turn from a `perf-profile -a` run as user `nobody` on Linux 6.18 (the
 //! crate README's "Running without root"; test `tests/least_privilege.rs`):
 //!
 //! - `CAP_PERFMON` (Linux 5.8+; before it `CAP_SYS_ADMIN`): opening CPU-wide events under

@@ -1,4 +1,4 @@
-//! The `profile` example at its edges, as an attacker or an operator meets them (issue 33): links
+//! The `perf-profile` command at its edges, as an attacker or an operator meets them (issue 33): links
 //! planted by another user where it writes its outputs, the signals that end a capture (SIGTERM,
 //! SIGHUP, SIGINT), out-of-range numbers on its command line, and credentials over cleartext http.
 //!
@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{build_c, example, folded_file, profile, require_cc, require_sampling, scratch, text};
+use common::{build_c, command, folded_file, profile, require_cc, require_sampling, scratch, text};
 use tests::{require, Skip};
 
 /// Whether `setpriv` can run a command as `nobody` here (root, util-linux).
@@ -81,7 +81,7 @@ fn links_planted_at_the_probe_and_temporary_names_change_no_file_outside_o() {
     );
     let dir = scratch("links");
     let calls = build_c(&dir, "calls");
-    let bin = example();
+    let bin = command();
     let (shared, victim) = shared_and_victim(&dir);
     let out = shared.join("out.folded");
     let cut = shared.join("cut-{n}.folded");
@@ -159,14 +159,14 @@ fn links_planted_at_the_probe_and_temporary_names_change_no_file_outside_o() {
 
 use std::os::unix::fs::MetadataExt;
 
-/// Starts the example with `args`, waits for its "sampling" line, lets it sample `after`, sends it
+/// Starts the command with `args`, waits for its "sampling" line, lets it sample `after`, sends it
 /// `signal`: its exit status, stderr, and the seconds from the signal to its exit.
 fn signalled(
     args: &[&str],
     signal: &str,
     after: Duration,
 ) -> (std::process::ExitStatus, String, f64) {
-    let bin = example();
+    let bin = command();
     let mut child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())
@@ -230,7 +230,7 @@ fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_wri
     require_cc!();
     let dir = scratch("signals");
     let calls = build_c(&dir, "calls");
-    example();
+    command();
     for signal in ["TERM", "HUP", "INT"] {
         let folded = dir.join(format!("{signal}.folded"));
         let pprof = dir.join(format!("{signal}.pb.gz"));
@@ -269,7 +269,7 @@ fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_wri
 
 #[test]
 fn durations_and_numbers_out_of_range_are_refused_with_exit_2_never_a_panic() {
-    example();
+    command();
     let push = "http://127.0.0.1:9/ingest";
     let bad: &[(&str, &[&str])] = &[
         ("-d", &["1e20", "inf", "NaN", "-1", "0", "1e-300", "1e300"]),
@@ -319,7 +319,7 @@ fn credentials_are_refused_over_cleartext_http_to_a_remote_host_unless_allowed()
     let dir = scratch("cleartext");
     let out = dir.join("x.folded");
     // 0.0.0.0 is no loopback address (it stands in for a remote host without leaving the machine).
-    let o = Command::new(example())
+    let o = Command::new(command())
         .args([
             "--push",
             "http://0.0.0.0:9/ingest",
@@ -348,7 +348,7 @@ fn allow_insecure_http_sends_credentials_in_cleartext_with_a_warning() {
     let dir = scratch("insecure");
     let out = dir.join("x.folded");
     // Built before the receiver's clock starts.
-    let bin = example();
+    let bin = command();
     let rx = common::receiver::Receiver::start(|_| 200);
     let o = Command::new(bin)
         .args(["--allow-insecure-http", "--push"])
@@ -379,7 +379,7 @@ fn sigterm_in_continuous_mode_writes_and_pushes_the_last_interval() {
     let dir = scratch("sigterm-every");
     let calls = build_c(&dir, "calls");
     // Built before the receiver's clock starts.
-    example();
+    command();
     let rx = common::receiver::Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let cuts = dir.join("cut-{n}.folded");

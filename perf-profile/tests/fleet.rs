@@ -1,4 +1,4 @@
-//! Fleet features of the `profile` example and the library, each test deciding at run time whether
+//! Fleet features of the `perf-profile` command and the library, each test deciding at run time whether
 //! it can run here and saying why not:
 //!
 //! - OTLP: the `.otlp` file decodes with the official `opentelemetry-proto` Python package (in a
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use common::receiver::Receiver;
 use common::{
-    build_c, example, folded_file, go_pprof_raw, have, may_sample_commands, profile, profile_ok,
+    build_c, command, folded_file, go_pprof_raw, have, may_sample_commands, profile, profile_ok,
     require_cc, require_sampling, samples_with, scratch, text,
 };
 use tests::{require, Skip};
@@ -224,7 +224,7 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     let dir = scratch("continuous");
     let calls = build_c(&dir, "calls");
     // Built before the receiver's clock starts.
-    example();
+    command();
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
@@ -301,7 +301,7 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     let dir = scratch("ingest");
     let calls = build_c(&dir, "calls");
     // Built before the receiver's clock starts.
-    example();
+    command();
     let rx = Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/ingest", rx.port);
     let err = text(
@@ -615,7 +615,7 @@ fn soak(symbolize: &str) {
         .and_then(|o| text(&o.stdout).trim().parse().ok())
         .unwrap_or(100);
     // Built before the receiver's clock starts.
-    let bin = example();
+    let bin = command();
     let rx = Receiver::start_for(std::time::Duration::from_secs(secs + 120), |_| 200);
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let release = bin.to_string_lossy().contains("/release/");
@@ -725,7 +725,7 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     let dir = scratch("slow");
     let calls = build_c(&dir, "calls");
     // Built before the receiver's clock starts.
-    example();
+    command();
     // Each answer takes 0.8 s: far longer than an interval.
     let rx = Receiver::start(|_| {
         std::thread::sleep(std::time::Duration::from_millis(800));

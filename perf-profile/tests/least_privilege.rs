@@ -91,7 +91,7 @@ fn nobody_with_the_listed_capabilities_profiles_the_whole_system_and_names_other
         "needs root, to run the profiler as nobody with capabilities and a workload as root"
     );
     common::require_cc!();
-    let example = common::example();
+    let example = common::command();
     require!(
         as_nobody_with(&SYSTEM_WIDE, &example, &["--help"])
             .output()

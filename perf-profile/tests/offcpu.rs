@@ -21,7 +21,7 @@ fn sleeps(dir: &Path) -> PathBuf {
     build_c(dir, "sleeps")
 }
 
-/// Checks a run of the example on `sleeps.c` that took the context-switches method: it succeeded,
+/// Checks a run of the command on `sleeps.c` that took the context-switches method: it succeeded,
 /// said which method it took, and put the time the workload measured (its stdout) in `main ->
 /// wait_here` of `folded` within 10 %. Returns the folded stacks.
 fn context_switches_run_ok(
@@ -111,7 +111,7 @@ fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_
     let bin = sleeps(&dir);
     let folded = dir.join("off.folded");
     let pprof = dir.join("off.pb.gz");
-    let example = tests::package_example_binary("perf-profile", "profile");
+    let example = common::command();
     let out = Command::new(example)
         .arg("--off-cpu=context-switches")
         .args([
@@ -125,7 +125,7 @@ fn the_context_switches_method_attributes_the_time_a_function_sleeps_within_ten_
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let stacks = context_switches_run_ok(&out, &folded, "the example");
+    let stacks = context_switches_run_ok(&out, &folded, "the command");
     // The stacks run into the kernel's sleep, below wait_here's system call.
     assert!(
         stacks
@@ -274,7 +274,7 @@ fn a_user_who_cannot_read_tracefs_gets_the_context_switches_method_automatically
         "needs root, to run the profiler as another user"
     );
     common::require_cc!();
-    let example = tests::package_example_binary("perf-profile", "profile");
+    let example = common::command();
     let works = |program: &Path, args: &[&str]| {
         as_nobody_with_perfmon(program, args).is_ok_and(|o| o.status.success())
     };

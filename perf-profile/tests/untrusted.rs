@@ -74,7 +74,7 @@ macro_rules! require_attack {
 /// A scratch folder for one test and, inside it, a folder of `nobody`'s where it keeps its files.
 /// The `profile` example is built first, so that the attacker's time does not run out meanwhile.
 fn dirs(name: &str) -> (PathBuf, PathBuf) {
-    common::example();
+    common::command();
     let dir = scratch(name);
     let own = dir.join("nobody");
     std::fs::create_dir(&own).unwrap();
@@ -136,7 +136,7 @@ struct Run {
 /// Runs the `profile` example with `args` under `deadline`, its address space capped at 4 GiB.
 fn capture(dir: &Path, args: &[&str], deadline: Duration) -> Run {
     let rss_file = dir.join("rss");
-    let example = common::example();
+    let example = common::command();
     let started = Instant::now();
     let mut child = Command::new("prlimit")
         .arg(format!("--as={}", 4u64 << 30))

@@ -1,4 +1,4 @@
-//! The `profile` example on a C workload of known shape (`tests/workload/calls.c`:
+//! The `perf-profile` command on a C workload of known shape (`tests/workload/calls.c`:
 //! `main -> outer -> {hot_a -> leaf (2/3), hot_b -> leaf (1/3)}`), built with frame pointers:
 //! the share of each stack in our folded output is within 5 points of `perf record -g` +
 //! `perf script` on the same binary; built `-O2 -fomit-frame-pointer`, our `-g dwarf` shares are

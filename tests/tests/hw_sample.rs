@@ -65,6 +65,7 @@ fn cycles_sampled_every_period_inside_the_loop_with_call_chains() {
                 let chain = s.call_chain.as_ref().expect("call chain asked for");
                 // [PERF_CONTEXT_USER, the sampled ip, the return address into spin's caller, ...]
                 let user: Vec<u64> = chain
+                    .ips()
                     .iter()
                     .skip_while(|&&a| a != PERF_CONTEXT_USER)
                     .skip(1)

@@ -133,7 +133,7 @@ fn callchain_user_stack_and_regs() {
             samples += 1;
             let chain = s.call_chain.as_ref().expect("call chain asked for");
             // An address inside marker_function (its code is well under 4 KiB).
-            if chain.iter().any(|&ip| ip > f && ip < f + 4096) {
+            if chain.ips().iter().any(|&ip| ip > f && ip < f + 4096) {
                 in_marker += 1;
             }
             let stack = s.user_stack.as_ref().expect("user stack asked for");

@@ -1,5 +1,5 @@
 //! What the perf-profile tests and the `system` bench share: the tools this machine has, a
-//! scratch folder per test, the C workloads of `tests/workload/` built, the `profile` example run,
+//! scratch folder per test, the C workloads of `tests/workload/` built, the `perf-profile` command run,
 //! folded stacks read, and a loopback HTTP(S) receiver ([`receiver`]). A test file takes it with
 //! `mod common;`, the bench with `#[path]`.
 
@@ -11,7 +11,6 @@ pub mod receiver;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 /// Whether `tool arg` runs and succeeds (`have("cc", "--version")`).
 pub fn have(tool: &str, arg: &str) -> bool {
@@ -108,16 +107,26 @@ pub fn build_workload(dir: &Path) -> PathBuf {
     build_c(dir, "calls")
 }
 
-/// The `profile` example, built once per test binary.
-pub fn example() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| tests::package_example_binary("perf-profile", "profile"))
-        .clone()
+/// The `perf-profile` command: `$PERF_PROFILE_BIN` where set (CI's release build for the soaks),
+/// else the one cargo built with this test binary (before any test's clock started).
+pub fn command() -> PathBuf {
+    match std::env::var_os("PERF_PROFILE_BIN") {
+        Some(bin) => {
+            let bin = PathBuf::from(bin);
+            assert!(
+                bin.is_file(),
+                "PERF_PROFILE_BIN={} is no file",
+                bin.display()
+            );
+            bin
+        }
+        None => PathBuf::from(env!("CARGO_BIN_EXE_perf-profile")),
+    }
 }
 
-/// Runs the `profile` example with `args`, stdin closed.
+/// Runs the `perf-profile` command with `args`, stdin closed.
 pub fn profile(args: &[&str]) -> Output {
-    Command::new(example())
+    Command::new(command())
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -1895,7 +1895,7 @@ fn _field_319(x: krate::sample::record::sample::Sample) -> ::core::option::Optio
 }
 
 // field sample::record::sample::Sample::call_chain: Option<Vec<sample::record::sample::CallChain>>
-// DIFFERENCE: `Sample::call_chain` is the kernel's `Vec<u64>`, with its `PERF_CONTEXT_*` markers in place (filter `ip < PERF_CONTEXT_MAX`); 0.5.1's parts are `Sample::call_chain_parts()` (`Vec<CallChain>`, the same enum)
+// DIFFERENCE: `Sample::call_chain` is a `CallChains`, the kernel's `Vec<u64>` kept whole (one allocation per sample): iterating it yields 0.5.1's `CallChain` parts (the same enum), `to_vec()` is 0.5.1's `Vec<CallChain>`, `ips()` the kernel's form with its `PERF_CONTEXT_*` markers
 // fn _field_320(x: krate::sample::record::sample::Sample) -> ::core::option::Option<::std::vec::Vec<krate::sample::record::sample::CallChain>> {
 //     let krate::sample::record::sample::Sample { call_chain, .. } = x;
 //     call_chain
@@ -10989,7 +10989,7 @@ fn _literal_1836(na: bool, hit: bool, miss: bool, l1: bool, l2: bool, walker: bo
 }
 
 // literal sample::record::sample::Sample { record_id: sample::record::RecordId, stat: Option<count::Stat>, period: Option<u64>, cgroup: Option<u64>, call_chain: Option<Vec<sample::record::sample::CallChain>>, user_stack: Option<Vec<u8>>, data_addr: Option<u64>, data_phys_addr: Option<u64>, data_page_size: Option<u64>, data_source: Option<sample::record::sample::DataSource>, code_addr: Option<(u64, bool)>, code_page_size: Option<u64>, user_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, intr_regs: Option<(Vec<u64>, sample::record::sample::Abi)>, raw: Option<Vec<u8>>, lbr: Option<sample::record::sample::Lbr>, aux: Option<Vec<u8>>, txn: Option<sample::record::sample::Txn>, weight: Option<sample::record::sample::Weight> }
-// DIFFERENCE: as CallChain: `call_chain` is `Option<Vec<u64>>`
+// DIFFERENCE: as call_chain: `call_chain` is `Option<CallChains>`
 // fn _literal_1837(record_id: krate::sample::record::RecordId, stat: ::core::option::Option<krate::count::Stat>, period: ::core::option::Option<u64>, cgroup: ::core::option::Option<u64>, call_chain: ::core::option::Option<::std::vec::Vec<krate::sample::record::sample::CallChain>>, user_stack: ::core::option::Option<::std::vec::Vec<u8>>, data_addr: ::core::option::Option<u64>, data_phys_addr: ::core::option::Option<u64>, data_page_size: ::core::option::Option<u64>, data_source: ::core::option::Option<krate::sample::record::sample::DataSource>, code_addr: ::core::option::Option<(u64, bool)>, code_page_size: ::core::option::Option<u64>, user_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, intr_regs: ::core::option::Option<(::std::vec::Vec<u64>, krate::sample::record::sample::Abi)>, raw: ::core::option::Option<::std::vec::Vec<u8>>, lbr: ::core::option::Option<krate::sample::record::sample::Lbr>, aux: ::core::option::Option<::std::vec::Vec<u8>>, txn: ::core::option::Option<krate::sample::record::sample::Txn>, weight: ::core::option::Option<krate::sample::record::sample::Weight>) -> krate::sample::record::sample::Sample {
 //     krate::sample::record::sample::Sample { record_id, stat, period, cgroup, call_chain, user_stack, data_addr, data_phys_addr, data_page_size, data_source, code_addr, code_page_size, user_regs, intr_regs, raw, lbr, aux, txn, weight }
 // }

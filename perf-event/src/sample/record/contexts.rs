@@ -1,4 +1,5 @@
-//! A sample's call chain split at the kernel's context markers: [`CallChain`].
+//! A sample's call chain as the kernel writes it ([`CallChains`]) and its parts between the
+//! kernel's context markers ([`CallChain`]).
 
 use perf_sys::{
     PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
@@ -8,9 +9,8 @@ use perf_sys::{
 /// One part of a call chain (`PERF_SAMPLE_CALLCHAIN`): the instruction pointers the kernel wrote
 /// after one `PERF_CONTEXT_*` marker, as perf-event-open 0.5 names them.
 ///
-/// [`Sample::call_chain`](super::Sample::call_chain) keeps the kernel's flat `Vec<u64>`, markers
-/// included; [`CallChain::split`] (or [`Sample::call_chain_parts`](super::Sample::call_chain_parts))
-/// makes the parts.
+/// Iterating [`Sample::call_chain`](super::Sample::call_chain) ([`CallChains::iter`]) yields them,
+/// as 0.5.1's `Vec<CallChain>` did; [`CallChain::split`] makes them from any kernel call chain.
 #[doc(alias = "perf_callchain_context")]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -52,16 +52,18 @@ impl CallChain {
     /// `ips` but the known markers (and a deferred marker's cookie, which becomes
     /// [`UserDeferred`](Self::UserDeferred)) is in exactly one part.
     pub fn split(ips: &[u64]) -> Vec<CallChain> {
-        let mut parts = Vec::new();
-        let mut rest = ips;
-        while let Some((&first, tail)) = rest.split_first() {
-            if first == PERF_CONTEXT_USER_DEFERRED {
-                if let Some((&cookie, tail)) = tail.split_first() {
-                    parts.push(CallChain::UserDeferred { cookie });
-                    rest = tail;
-                    continue;
-                }
+        Parts { rest: ips }.collect()
+    }
+
+    /// The first part of `rest` and what follows it; `None` when `rest` is empty.
+    fn first(rest: &[u64]) -> Option<(CallChain, &[u64])> {
+        let (&first, tail) = rest.split_first()?;
+        if first == PERF_CONTEXT_USER_DEFERRED {
+            if let Some((&cookie, tail)) = tail.split_first() {
+                return Some((CallChain::UserDeferred { cookie }, tail));
             }
+        }
+        {
             let known = first >= PERF_CONTEXT_MAX
                 && matches!(
                     first,
@@ -81,7 +83,7 @@ impl CallChain {
                 .position(|&ip| ip >= PERF_CONTEXT_MAX)
                 .map_or(body.len(), |p| p + skip);
             let frames = body[..end].to_vec();
-            parts.push(match first {
+            let part = match first {
                 PERF_CONTEXT_USER => CallChain::User(frames),
                 PERF_CONTEXT_KERNEL => CallChain::Kernel(frames),
                 PERF_CONTEXT_HV => CallChain::Hv(frames),
@@ -89,18 +91,112 @@ impl CallChain {
                 PERF_CONTEXT_GUEST_USER => CallChain::GuestUser(frames),
                 PERF_CONTEXT_GUEST_KERNEL => CallChain::GuestKernel(frames),
                 _ => CallChain::Unknown(frames),
-            });
-            rest = &body[end..];
+            };
+            Some((part, &body[end..]))
         }
-        parts
     }
 }
 
+/// A sample's call chain (`PERF_SAMPLE_CALLCHAIN`), kept as the kernel wrote it: instruction
+/// pointers, each run preceded by a `PERF_CONTEXT_*` marker.
+///
+/// Iterating it yields its parts, perf-event-open 0.5's [`CallChain`]s (`for part in &chain`,
+/// `chain.iter()`), each made as it is reached; [`ips`](Self::ips) is the kernel's form, markers
+/// in place, which a profiler walks without allocating. Parsing a sample allocates once for its
+/// chain, not once per context.
+///
+/// ```
+/// use perf_event::sample::record::{CallChain, CallChains};
+/// use perf_event::perf_sys::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
+///
+/// let chain = CallChains::from(vec![PERF_CONTEXT_KERNEL, 0xffff_1000, PERF_CONTEXT_USER, 0x40_1000]);
+/// assert!(chain.iter().any(|part| matches!(part, CallChain::User(ips) if ips == [0x40_1000])));
+/// let frames: Vec<u64> = chain.ips().iter().copied().filter(|&ip| ip < PERF_CONTEXT_MAX).collect();
+/// assert_eq!(frames, [0xffff_1000, 0x40_1000]);
+/// ```
+#[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
+pub struct CallChains(Vec<u64>);
+
+impl CallChains {
+    /// The instruction pointers and `PERF_CONTEXT_*` markers, as the kernel wrote them.
+    pub fn ips(&self) -> &[u64] {
+        &self.0
+    }
+
+    /// [`ips`](Self::ips), owned.
+    pub fn into_ips(self) -> Vec<u64> {
+        self.0
+    }
+
+    /// The parts, in order ([`CallChain::split`]).
+    pub fn iter(&self) -> Parts<'_> {
+        Parts { rest: &self.0 }
+    }
+
+    /// The parts collected, 0.5.1's `Vec<CallChain>`.
+    pub fn to_vec(&self) -> Vec<CallChain> {
+        self.iter().collect()
+    }
+
+    /// Whether the kernel wrote no value (no part either).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<Vec<u64>> for CallChains {
+    fn from(ips: Vec<u64>) -> Self {
+        Self(ips)
+    }
+}
+
+impl From<CallChains> for Vec<CallChain> {
+    fn from(chain: CallChains) -> Self {
+        chain.to_vec()
+    }
+}
+
+impl<'a> IntoIterator for &'a CallChains {
+    type Item = CallChain;
+    type IntoIter = Parts<'a>;
+    fn into_iter(self) -> Parts<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for CallChains {
+    type Item = CallChain;
+    type IntoIter = std::vec::IntoIter<CallChain>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.to_vec().into_iter()
+    }
+}
+
+/// The parts of a [`CallChains`], in order ([`CallChains::iter`]).
+#[derive(Clone, Debug)]
+pub struct Parts<'a> {
+    rest: &'a [u64],
+}
+
+impl Iterator for Parts<'_> {
+    type Item = CallChain;
+    fn next(&mut self) -> Option<CallChain> {
+        let (part, rest) = CallChain::first(self.rest)?;
+        self.rest = rest;
+        Some(part)
+    }
+}
+
+impl std::iter::FusedIterator for Parts<'_> {}
+
 impl super::Sample {
-    /// [`call_chain`](Self::call_chain) split at its context markers ([`CallChain::split`]);
-    /// `None` without `PERF_SAMPLE_CALLCHAIN`.
+    /// [`call_chain`](Self::call_chain)'s parts collected ([`CallChains::to_vec`]); `None` without
+    /// `PERF_SAMPLE_CALLCHAIN`.
     pub fn call_chain_parts(&self) -> Option<Vec<CallChain>> {
-        self.call_chain.as_deref().map(CallChain::split)
+        self.call_chain.as_ref().map(CallChains::to_vec)
     }
 }
 
@@ -149,6 +245,28 @@ mod tests {
             CallChain::split(&[PERF_CONTEXT_USER_DEFERRED]),
             [Unknown(vec![PERF_CONTEXT_USER_DEFERRED])]
         );
+    }
+
+    #[test]
+    fn a_samples_chain_iterates_as_its_parts_and_keeps_the_kernels_form() {
+        let ips = vec![
+            PERF_CONTEXT_KERNEL,
+            0xffff_1000,
+            PERF_CONTEXT_USER_DEFERRED,
+            7,
+        ];
+        let chain = CallChains::from(ips.clone());
+        let parts = [Kernel(vec![0xffff_1000]), UserDeferred { cookie: 7 }];
+        assert_eq!(chain.iter().collect::<Vec<_>>(), parts);
+        assert_eq!((&chain).into_iter().collect::<Vec<_>>(), parts);
+        assert_eq!(chain.to_vec(), parts);
+        assert_eq!(chain.ips(), ips);
+        assert!(chain
+            .iter()
+            .any(|it| matches!(it, CallChain::UserDeferred { cookie: _ })));
+        assert_eq!(chain.clone().into_iter().collect::<Vec<_>>(), parts);
+        assert_eq!(chain.into_ips(), ips);
+        assert_eq!(CallChains::default().iter().next(), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use perf_sys::*;
 
 use super::decoded::*;
 use super::types::*;
+use super::CallChains;
 use crate::count::{SiblingStat, Stat};
 use crate::sample::CowChunk;
 
@@ -209,7 +210,7 @@ fn sample(v: &SampleView<'_>, cfg: &ParseConfig) -> Box<Sample> {
     s.period = v.period();
     s.code_addr = v.ip().map(|ip| (ip, v.misc().exact_ip()));
     s.data_addr = v.addr();
-    s.call_chain = v.callchain().map(|c| c.ips.to_vec());
+    s.call_chain = v.callchain().map(|c| CallChains::from(c.ips.to_vec()));
     s.raw = v.raw().map(|r| r.to_vec());
     let st = cfg.sample_type();
     // The rarer fields, behind one test.

@@ -11,7 +11,7 @@ mod decoded;
 mod types;
 
 pub use super::iter::RawRecord;
-pub use contexts::CallChain;
+pub use contexts::{CallChain, CallChains, Parts as CallChainParts};
 pub use convert::Parser;
 pub use decoded::*;
 pub use types::*;

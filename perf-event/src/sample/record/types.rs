@@ -4,6 +4,7 @@ use std::ffi::CString;
 
 use super::debug;
 use super::decoded::*;
+use super::CallChains;
 use crate::count::Stat;
 
 /// Where the CPU was when the record was made: the header's `misc & PERF_RECORD_MISC_CPUMODE_MASK`.
@@ -169,8 +170,10 @@ pub struct Sample {
     pub period: Option<u64>,
     /// The cgroup id (`PERF_SAMPLE_CGROUP`). Since Linux 5.7.
     pub cgroup: Option<u64>,
-    /// The call chain, with `PERF_CONTEXT_*` markers (`PERF_SAMPLE_CALLCHAIN`). Since Linux 2.6.31.
-    pub call_chain: Option<Vec<u64>>,
+    /// The call chain (`PERF_SAMPLE_CALLCHAIN`): iterating it yields its [`CallChain`](super::CallChain) parts as
+    /// 0.5.1 did; [`CallChains::ips`] is the kernel's form, `PERF_CONTEXT_*` markers in place.
+    /// Since Linux 2.6.31.
+    pub call_chain: Option<CallChains>,
     /// The valid (`dyn_size`) bytes of the user stack copy (`PERF_SAMPLE_STACK_USER`). Since Linux 3.7.
     pub user_stack: Option<Vec<u8>>,
     /// The data address (`PERF_SAMPLE_ADDR`), e.g. the faulting address of a page fault. Since Linux 2.6.31.

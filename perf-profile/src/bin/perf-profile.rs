@@ -1,12 +1,15 @@
-//! `profile`: sample a command, processes or the whole system and write pprof, folded stacks or a
-//! flame graph.
+//! `perf-profile`: sample a command, processes or the whole system and write pprof, folded stacks
+//! or a flame graph.
 //!
 //! ```text
-//! cargo run --release -p perf-profile --example profile -- [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
+//! perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...]
 //!     [-d SECS] [-g fp|dwarf[,SIZE]] [--symbolize local|functions|none] [--service NAME]
 //!     [--every SECS] [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]]
 //!     [-o FILE ...]
 //! ```
+//!
+//! `cargo install perf-profile` puts it on PATH (`--features flamegraph` for `.svg` outputs); in
+//! this workspace `cargo run --release -p perf-profile -- ARGS` runs it.
 //!
 //! Continuous mode (`--every SECS`) cuts the profile at each interval and hands each cut to the
 //! outputs (`{n}` in a file name is the interval's number; without it the file holds the latest)
@@ -42,11 +45,12 @@ use perf_profile::symbolize::Mode;
 use perf_profile::{CallGraph, Error, Format, Options, Profile, Profiler, Target};
 
 const USAGE: &str = "\
-usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
-               [--symbolize local|functions|none] [--off-cpu[=METHOD]] [--doctor] [--service NAME]
-               [--every SECS] [--memory-budget BYTES]
-               [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
-                [--retry-max SECS] [--allow-insecure-http]] [-o FILE ...]
+usage: perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
+                    [--symbolize local|functions|none] [--off-cpu[=METHOD]] [--doctor]
+                    [--service NAME] [--every SECS] [--memory-budget BYTES]
+                    [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
+                     [--retry-max SECS] [--allow-insecure-http]] [-o FILE ...]
+       perf-profile --version
 
   -F HZ              samples per second per CPU, 1 to 100000 (default 99)
   -a                 every task on every CPU (root, or perf_event_paranoid <= 0)
@@ -94,7 +98,8 @@ usage: profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf
                      warning): anyone on the path reads them
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
                      .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
-                     May be given several times.";
+                     May be given several times.
+  -V, --version      print perf-profile's version and exit";
 
 enum Fail {
     Usage(String),
@@ -124,6 +129,8 @@ struct Args {
     allow_insecure_http: bool,
     memory_budget: Option<usize>,
     outputs: Vec<(PathBuf, Format)>,
+    /// `--version`: print it, do nothing else.
+    version: bool,
 }
 
 /// The shortest and the longest duration the command line takes (`-d`, `--every`, `--retry-max`):
@@ -151,7 +158,8 @@ const MAX_FREQUENCY: u64 = 100_000;
 fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail> {
     use lexopt::prelude::*;
     let usage = |e: lexopt::Error| Fail::Usage(e.to_string());
-    let mut p = lexopt::Parser::from_iter(std::iter::once(OsString::from("profile")).chain(args));
+    let mut p =
+        lexopt::Parser::from_iter(std::iter::once(OsString::from("perf-profile")).chain(args));
     let mut a = Args {
         frequency: 99,
         all: false,
@@ -174,10 +182,15 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         allow_insecure_http: false,
         memory_budget: None,
         outputs: Vec::new(),
+        version: false,
     };
     while let Some(arg) = p.next().map_err(usage)? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
+            Short('V') | Long("version") => {
+                a.version = true;
+                return Ok(Some(a));
+            }
             Short('F') => {
                 let v: String = p.value().map_err(usage)?.string().map_err(usage)?;
                 a.frequency = v
@@ -285,6 +298,14 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             Short('o') => {
                 let path = PathBuf::from(p.value().map_err(usage)?);
                 let format = Format::from_path(&path).map_err(|e| Fail::Usage(e.to_string()))?;
+                // Refused before the capture, not after it.
+                if matches!(format, Format::Svg) && !cfg!(feature = "flamegraph") {
+                    return Err(Fail::Usage(format!(
+                        "-o {}: this perf-profile was built without flame graphs; build it with \
+                         --features flamegraph (inferno, CDDL-1.0), or write .folded",
+                        path.display()
+                    )));
+                }
                 a.outputs.push((path, format));
             }
             Value(v) => {
@@ -344,7 +365,7 @@ fn main() -> ExitCode {
         Err(Fail::Usage(msg)) => {
             eprintln!("profile: {msg}");
             eprintln!("{}", USAGE.lines().next().unwrap_or_default());
-            eprintln!("Run 'profile --help' for the options.");
+            eprintln!("Run 'perf-profile --help' for the options.");
             ExitCode::from(2)
         }
         Err(Fail::Error(msg)) => {
@@ -359,6 +380,10 @@ fn run() -> Result<(), Fail> {
         println!("{USAGE}");
         return Ok(());
     };
+    if a.version {
+        println!("perf-profile {}", env!("CARGO_PKG_VERSION"));
+        return Ok(());
+    }
     let fail = |e: Error| Fail::Error(e.to_string());
     if a.doctor {
         return doctor(&a);
