@@ -1,0 +1,120 @@
+//! The privilege story, as user `nobody`: at `perf_event_paranoid` 2 the guard samples this
+//! process (its rings fit the unprivileged mlock allowance); where the kernel refuses (kernels
+//! with the Debian/Android level 3), `ProfilerGuard::new` names the setting, its value and the fix.
+//! The sysctl is raised only for the child's run and restored even when the test fails.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tests::{is_root, require, Skip};
+
+const CHILD_ENV: &str = "PERF_PPROF_PRIVILEGE_CHILD";
+const PARANOID: &str = "/proc/sys/kernel/perf_event_paranoid";
+
+/// Runs this binary's `child` test as uid/gid 65534; its stdout.
+fn as_nobody() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let copy = std::env::temp_dir().join(format!("perf-pprof-privilege-{}", std::process::id()));
+    tests::copy_executable(&exe, &copy);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&copy)
+        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&copy);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The child: starts a guard, spins, prints `SAMPLES: <n>` or `ERROR: <message>`.
+#[test]
+fn child() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    match pprof::ProfilerGuard::new(499) {
+        Ok(g) => {
+            let until = Instant::now() + Duration::from_millis(300);
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = black_box(x.wrapping_add(1));
+            }
+            let r = g.report().build().unwrap();
+            println!("SAMPLES: {}", r.data.values().sum::<isize>());
+        }
+        Err(e) => println!("ERROR: {e}"),
+    }
+}
+
+/// Puts the sysctl back when dropped, panic or not.
+struct Restore(String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        std::fs::write(PARANOID, &self.0).expect("restoring kernel.perf_event_paranoid");
+    }
+}
+
+#[test]
+fn unprivileged_guard_samples_or_names_paranoid_and_the_fix() {
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "switching to uid 65534 needs root"
+    );
+    require!(
+        Command::new("setpriv").arg("--version").output().is_ok(),
+        Skip::Environment,
+        "no setpriv"
+    );
+    let before = std::fs::read_to_string(PARANOID).unwrap();
+    let level: i32 = before.trim().parse().unwrap();
+    require!(
+        level <= 2,
+        Skip::Environment,
+        "perf_event_paranoid is already {level}"
+    );
+    // At 2 (the mainline default) or lower an unprivileged process samples itself.
+    let out = as_nobody();
+    let samples: isize = out
+        .lines()
+        .find_map(|l| l.split_once("SAMPLES: ").map(|x| x.1))
+        .unwrap_or_else(|| panic!("at paranoid {level}: {out}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(samples > 20, "{samples} samples in 300 ms at 499 Hz: {out}");
+
+    // At 3: kernels with the Debian/Android patch refuse; mainline treats 3 as 2.
+    let restore = Restore(before);
+    std::fs::write(PARANOID, "3").unwrap();
+    let out = as_nobody();
+    drop(restore);
+    assert_eq!(
+        std::fs::read_to_string(PARANOID).unwrap().trim(),
+        level.to_string()
+    );
+    if let Some(msg) = out
+        .lines()
+        .find_map(|l| l.split_once("ERROR: ").map(|x| x.1))
+    {
+        assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
+        assert!(msg.contains("sysctl kernel.perf_event_paranoid=2"), "{msg}");
+        assert!(msg.contains("CAP_PERFMON"), "{msg}");
+    } else {
+        assert!(out.contains("SAMPLES: "), "{out}");
+        tests::skip(
+            Skip::Environment,
+            "this kernel has no paranoid level 3 (mainline treats it as 2): the refusal is not seen here",
+        );
+    }
+}
