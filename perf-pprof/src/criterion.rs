@@ -92,12 +92,7 @@ fn write(guard: &ProfilerGuard<'_>, output: &mut Output<'_>, dir: &Path) -> crat
         }
         #[cfg(feature = "_protobuf")]
         Output::Protobuf => {
-            use crate::protos::Message;
-            let mut content = Vec::new();
-            report
-                .pprof()?
-                .write_to_vec(&mut content)
-                .map_err(std::io::Error::other)?;
+            let content = prost::Message::encode_to_vec(&report.pprof()?);
             std::fs::write(dir.join("profile.pb"), content)?;
             Ok(())
         }
