@@ -15,8 +15,8 @@ pub enum Error {
     #[error("create profiler error: {0}")]
     Perf(perf_profile::Error),
     /// The kernel refused to sample this process: `perf_event_paranoid` is above 2 on a kernel
-    /// with the level-3 patch (Debian's default 3, Ubuntu's 4, Android's 3: see the README) and the
-    /// process lacks `CAP_PERFMON`.
+    /// whose distribution patch gives those levels a meaning (a stock Ubuntu 20.04 has 4; see the
+    /// README) and the process lacks `CAP_PERFMON`.
     #[error(
         "the kernel refused to sample this process: kernel.perf_event_paranoid is {}; \
          self-profiling needs it at 2 or below (`sysctl kernel.perf_event_paranoid=2`) or \
