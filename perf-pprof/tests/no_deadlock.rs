@@ -79,3 +79,37 @@ fn sampling_at_999_hz_never_deadlocks_allocating_backtracing_threads() {
         drop(guard);
     }
 }
+
+/// The same workload under pprof-rs 0.15 (the "before"): run by hand,
+/// `cargo test -p perf-pprof --test no_deadlock -- --ignored --nocapture`, under `timeout`; it
+/// may hang or crash, which is why it is not part of the suite.
+#[test]
+#[ignore]
+fn pprof_rs_under_the_same_workload() {
+    for round in 0..ROUNDS {
+        let guard = pprof_rs::ProfilerGuard::new(999).unwrap();
+        let started = Instant::now();
+        let (done, finished) = mpsc::channel();
+        for _ in 0..THREADS {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let n = allocate_and_backtrace(Instant::now() + ROUND);
+                let _ = done.send(n);
+            });
+        }
+        drop(done);
+        for i in 0..THREADS {
+            finished
+                .recv_timeout(ROUND + Duration::from_secs(20))
+                .unwrap_or_else(|_| {
+                    panic!("pprof-rs, round {round}: thread {i} of {THREADS} did not finish")
+                });
+        }
+        let report = guard.report().build().unwrap();
+        println!(
+            "pprof-rs round {round}: {:.1} s, {} samples",
+            started.elapsed().as_secs_f64(),
+            report.data.values().sum::<isize>()
+        );
+    }
+}
