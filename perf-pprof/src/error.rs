@@ -49,27 +49,19 @@ pub(crate) fn paranoid() -> Option<i32> {
         .ok()
 }
 
-/// Whether the error (or one it wraps) is the kernel's `EACCES`/`EPERM`.
-pub(crate) fn is_permission(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut at = Some(e);
-    while let Some(e) = at {
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            if matches!(io.raw_os_error(), Some(libc::EACCES | libc::EPERM))
-                || io.kind() == io::ErrorKind::PermissionDenied
-            {
-                return true;
-            }
-        }
-        at = e.source();
-    }
-    false
+/// Whether the error is a ring that could not be mapped (the locked-memory budget), not a
+/// refusal to open the events.
+pub(crate) fn is_ring(e: &perf_profile::Error) -> bool {
+    matches!(e, perf_profile::Error::Perf(perf_event::Error::Ring(_)))
 }
 
 impl Error {
     pub(crate) fn from_start(e: perf_profile::Error) -> Self {
-        if matches!(e, perf_profile::Error::Perf(_)) && is_permission(&e) {
+        // Only the kernel's refusal to open is about perf_event_paranoid: a ring over the
+        // locked-memory budget fails with EPERM too, and perf-event's message names that budget.
+        if let perf_profile::Error::Perf(perf_event::Error::Permission { paranoid: p, .. }) = &e {
             Error::PerfEventParanoid {
-                paranoid: paranoid(),
+                paranoid: p.or_else(paranoid),
                 source: e,
             }
         } else {
@@ -93,11 +85,8 @@ mod tests {
         let e = Error::from_start(refused);
         let msg = e.to_string();
         assert!(matches!(e, Error::PerfEventParanoid { .. }), "{msg}");
-        let now = paranoid().map_or("unreadable".to_owned(), |p| p.to_string());
-        assert!(
-            msg.contains(&format!("perf_event_paranoid is {now}")),
-            "{msg}"
-        );
+        // The level perf-event read when the kernel refused.
+        assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
         assert!(msg.contains("sysctl kernel.perf_event_paranoid=2"), "{msg}");
         assert!(msg.contains("CAP_PERFMON"), "{msg}");
         // A file the kernel will not let us read is not a paranoid problem.

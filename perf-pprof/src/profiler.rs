@@ -72,7 +72,17 @@ impl ProfilerGuardBuilder {
                 stack_size: perf_profile::collect::DEFAULT_STACK_SIZE,
             }
         };
-        let profiler = Profiler::start(Target::ThisProcess, &opts).map_err(Error::from_start)?;
+        let profiler = match Profiler::start(Target::ThisProcess, &opts) {
+            // The stack copies need rings of 2 MiB per CPU, more than an unprivileged user's
+            // locked-memory budget holds on a machine with more than a few CPUs
+            // (perf_event_mlock_kb per CPU, 516 KiB by default, plus RLIMIT_MEMLOCK): sampling with
+            // frame-pointer chains in 256 KiB rings beats not sampling. `call_graph()` says which.
+            Err(e) if crate::error::is_ring(&e) && opts.call_graph != CallGraph::FramePointer => {
+                opts.call_graph = CallGraph::FramePointer;
+                Profiler::start(Target::ThisProcess, &opts).map_err(Error::from_start)?
+            }
+            r => r.map_err(Error::from_start)?,
+        };
         let shared = Arc::new(Shared {
             profiler: Mutex::new(profiler),
             stop: Mutex::new(false),
@@ -89,6 +99,7 @@ impl ProfilerGuardBuilder {
             frequency: self.frequency,
             start_time: SystemTime::now(),
             started: Instant::now(),
+            call_graph: opts.call_graph,
             _lifetime: PhantomData,
         })
     }
@@ -132,6 +143,7 @@ pub struct ProfilerGuard<'a> {
     frequency: c_int,
     start_time: SystemTime,
     started: Instant,
+    call_graph: CallGraph,
     _lifetime: PhantomData<&'a ()>,
 }
 
@@ -140,6 +152,7 @@ impl std::fmt::Debug for ProfilerGuard<'_> {
         f.debug_struct("ProfilerGuard")
             .field("frequency", &self.frequency)
             .field("blocklist", &self.blocklist)
+            .field("call_graph", &self.call_graph)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +178,14 @@ impl ProfilerGuard<'_> {
         let mut p = self.shared.profiler();
         let _ = p.poll(Duration::ZERO);
         p.profile()
+    }
+
+    /// How call chains are taken: copied stacks unwound with framehop
+    /// ([`CallGraph::Dwarf`]), or the kernel's frame-pointer chains ([`CallGraph::FramePointer`]:
+    /// with feature `frame-pointer`, or where the stack-copy rings did not fit the locked-memory
+    /// budget). Not in pprof-rs.
+    pub fn call_graph(&self) -> CallGraph {
+        self.call_graph
     }
 
     pub(crate) fn blocklist(&self) -> &[String] {

@@ -12,12 +12,36 @@ use tests::{is_root, require, Skip};
 const CHILD_ENV: &str = "PERF_PPROF_PRIVILEGE_CHILD";
 const PARANOID: &str = "/proc/sys/kernel/perf_event_paranoid";
 
+/// One test at a time: one raises the sysctl, which the other's child must not see.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one() -> std::sync::MutexGuard<'static, ()> {
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs this binary's `child` test as uid/gid 65534; its stdout.
 fn as_nobody() -> String {
+    as_nobody_with(None)
+}
+
+/// [`as_nobody`], with RLIMIT_MEMLOCK set to `memlock` bytes when given (by `prlimit`).
+fn as_nobody_with(memlock: Option<u64>) -> String {
     let exe = std::env::current_exe().unwrap();
-    let copy = std::env::temp_dir().join(format!("perf-pprof-privilege-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let copy =
+        std::env::temp_dir().join(format!("perf-pprof-privilege-{}-{n}", std::process::id()));
     tests::copy_executable(&exe, &copy);
-    let out = Command::new("setpriv")
+    let mut cmd = match memlock {
+        Some(bytes) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--memlock={bytes}:{bytes}")).arg("setpriv");
+            c
+        }
+        None => Command::new("setpriv"),
+    };
+    let out = cmd
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&copy)
         .args(["child", "--exact", "--nocapture", "--test-threads=1"])
@@ -49,6 +73,7 @@ fn child() {
                 x = black_box(x.wrapping_add(1));
             }
             let r = g.report().build().unwrap();
+            println!("CALL GRAPH: {:?}", g.call_graph());
             println!("SAMPLES: {}", r.data.values().sum::<isize>());
         }
         Err(e) => println!("ERROR: {e}"),
@@ -66,6 +91,7 @@ impl Drop for Restore {
 
 #[test]
 fn unprivileged_guard_samples_or_names_paranoid_and_the_fix() {
+    let _one = one();
     require!(
         is_root(),
         Skip::Privilege,
@@ -117,4 +143,54 @@ fn unprivileged_guard_samples_or_names_paranoid_and_the_fix() {
             "this kernel has no paranoid level 3 (mainline treats it as 2): the refusal is not seen here",
         );
     }
+}
+
+/// An unprivileged user whose locked-memory budget cannot hold the stack-copy rings (2 MiB per
+/// CPU) still samples, with frame-pointer chains in small rings; the error, had there been one,
+/// would not blame perf_event_paranoid.
+#[test]
+fn over_the_memlock_budget_falls_back_to_frame_pointers() {
+    let _one = one();
+    require!(
+        is_root(),
+        Skip::Privilege,
+        "switching to uid 65534 needs root"
+    );
+    require!(
+        Command::new("prlimit").arg("--version").output().is_ok()
+            && Command::new("setpriv").arg("--version").output().is_ok(),
+        Skip::Environment,
+        "no prlimit or setpriv (util-linux)"
+    );
+    let level: i32 = std::fs::read_to_string(PARANOID)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    require!(
+        level <= 2,
+        Skip::Environment,
+        "perf_event_paranoid is {level}"
+    );
+    // 1 MiB of RLIMIT_MEMLOCK beside perf_event_mlock_kb's per-CPU allowance: not 2 MiB per CPU.
+    let mlock_kb: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    require!(
+        mlock_kb < 2048,
+        Skip::Environment,
+        "perf_event_mlock_kb is {mlock_kb}: the stack-copy rings fit anyway"
+    );
+    let out = as_nobody_with(Some(1 << 20));
+    assert!(out.contains("CALL GRAPH: FramePointer"), "{out}");
+    let samples: isize = out
+        .lines()
+        .find_map(|l| l.split_once("SAMPLES: ").map(|x| x.1))
+        .unwrap_or_else(|| panic!("{out}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(samples > 20, "{samples} samples: {out}");
 }
