@@ -125,3 +125,56 @@ fn drop_stops_sampling_and_joins_the_collector() {
     let r = g.report().build().unwrap();
     assert!(r.data.values().sum::<isize>() < 50, "{r:?}");
 }
+
+#[inline(never)]
+fn copy_big(until: Instant) -> usize {
+    let src = vec![7u8; 8 << 20];
+    let mut dst = vec![0u8; 8 << 20];
+    let mut n = 0;
+    while Instant::now() < until {
+        // A copy this large is libc's memcpy/memmove.
+        dst.copy_from_slice(black_box(&src));
+        n += black_box(dst[n % dst.len()]) as usize;
+    }
+    n
+}
+
+/// Samples whose innermost frame is libc's copy routine, by count (named, or, where libc has no
+/// `.symtab` for its local IFUNC variants, shown as `libc.so.6+0x...`).
+fn libc_copy_leaves(r: &pprof::Report) -> isize {
+    r.data
+        .iter()
+        .filter(|(k, _)| {
+            k.frames.first().is_some_and(|f| {
+                f.iter().any(|s| {
+                    ["memmove", "memcpy", "libc.so"]
+                        .iter()
+                        .any(|n| s.name().contains(n))
+                })
+            })
+        })
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+#[test]
+fn blocklist_leaves_out_samples_in_the_listed_libraries() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(g) = guard(499) else { return };
+    black_box(copy_big(Instant::now() + Duration::from_millis(500)));
+    let without = libc_copy_leaves(&g.report().build().unwrap());
+    drop(g);
+    assert!(
+        without > 10,
+        "{without} samples in libc's memcpy without a blocklist"
+    );
+    let g = pprof::ProfilerGuardBuilder::default()
+        .frequency(499)
+        .blocklist(&["libc.so", "libc-"])
+        .build()
+        .unwrap();
+    black_box(copy_big(Instant::now() + Duration::from_millis(500)));
+    let r = g.report().build().unwrap();
+    assert_eq!(libc_copy_leaves(&r), 0, "{r:?}");
+    assert!(r.data.values().sum::<isize>() > 0);
+}
