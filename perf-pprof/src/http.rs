@@ -1,0 +1,52 @@
+//! The `/debug/pprof/profile` recipe: profile this process for some seconds and return a gzip'd
+//! pprof profile, which `go tool pprof` reads. The `http_endpoint` example serves it on a
+//! loopback port.
+
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::profiler::ProfilerGuardBuilder;
+
+/// The frequency `/debug/pprof/profile` samples at (Go's default is 100 Hz; 99 avoids lockstep
+/// with timer ticks).
+pub const DEFAULT_FREQUENCY: c_int = 99;
+
+/// Profiles every thread of this process for `duration` at `frequency` Hz and returns the profile
+/// as gzip'd `profile.proto` bytes (with mappings, addresses, inlined functions and file:line, as
+/// perf-profile writes it), the body a `/debug/pprof/profile?seconds=N` handler returns.
+///
+/// # Errors
+///
+/// As [`ProfilerGuardBuilder::build`]; [`Error::Perf`] when the profile cannot be encoded.
+pub fn profile_gzipped_pprof(duration: Duration, frequency: c_int) -> Result<Vec<u8>> {
+    let guard = ProfilerGuardBuilder::default()
+        .frequency(frequency)
+        .build()?;
+    std::thread::sleep(duration);
+    let profile = guard.profile();
+    drop(guard);
+    let mut out = Vec::new();
+    profile
+        .write(perf_profile::Format::Pprof, &mut out)
+        .map_err(Error::Perf)?;
+    Ok(out)
+}
+
+/// The `seconds` parameter of a request target such as `/debug/pprof/profile?seconds=5`: `None`
+/// when the path is another, 30 (Go's default) when the parameter is absent or not a number in 1
+/// to 3600.
+pub fn profile_seconds(target: &str) -> Option<u64> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if path != "/debug/pprof/profile" {
+        return None;
+    }
+    let seconds = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "seconds")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .filter(|s| (1..=3600).contains(s))
+        .unwrap_or(30);
+    Some(seconds)
+}

@@ -1,0 +1,180 @@
+//! The guard on the real kernel: a hot function is named in the report, inlined functions too,
+//! threads started after the guard are sampled, and dropping the guard stops sampling.
+
+use std::hint::black_box;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Guards sample the whole process: one test at a time.
+static ONE: Mutex<()> = Mutex::new(());
+
+/// The guard, or `None` (printing why) where the kernel refuses.
+fn guard(freq: i32) -> Option<pprof::ProfilerGuard<'static>> {
+    match pprof::ProfilerGuard::new(freq) {
+        Ok(g) => Some(g),
+        Err(e @ pprof::Error::PerfEventParanoid { .. }) => {
+            assert!(
+                std::env::var_os("PERF_TEST_STRICT").is_none(),
+                "strict: {e}"
+            );
+            println!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[inline(never)]
+fn spin_hot_outer(until: Instant) -> u64 {
+    let mut x = 0u64;
+    while Instant::now() < until {
+        for i in 0..10_000u64 {
+            x = black_box(x.wrapping_mul(31).wrapping_add(spin_inlined(i)));
+        }
+    }
+    x
+}
+
+#[inline(always)]
+fn spin_inlined(i: u64) -> u64 {
+    black_box(i.rotate_left(7) ^ 0x9e37_79b9)
+}
+
+#[inline(never)]
+fn later_thread_hot(until: Instant) -> u64 {
+    let mut x = 1u64;
+    while Instant::now() < until {
+        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    x
+}
+
+fn share(report: &pprof::Report, name: &str) -> f64 {
+    let total: isize = report.data.values().sum();
+    let hit: isize = report
+        .data
+        .iter()
+        .filter(|(k, _)| k.frames.iter().flatten().any(|s| s.name().contains(name)))
+        .map(|(_, v)| *v)
+        .sum();
+    hit as f64 / total.max(1) as f64
+}
+
+#[test]
+fn report_names_hot_functions_inlined_ones_and_later_threads() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(g) = guard(499) else { return };
+    black_box(spin_hot_outer(Instant::now() + Duration::from_millis(700)));
+    let t = std::thread::Builder::new()
+        .name("later".into())
+        .spawn(|| {
+            black_box(later_thread_hot(
+                Instant::now() + Duration::from_millis(700),
+            ))
+        })
+        .unwrap();
+    t.join().unwrap();
+    let report = g.report().build().unwrap();
+    let text = format!("{report:?}");
+    let total: isize = report.data.values().sum();
+    println!(
+        "{total} samples; spin_hot_outer {:.2}, spin_inlined {:.2}, later_thread_hot {:.2}",
+        share(&report, "spin_hot_outer"),
+        share(&report, "spin_inlined"),
+        share(&report, "later_thread_hot")
+    );
+    assert!(total > 100, "{total} samples in 1.4 s at 499 Hz");
+    assert!(share(&report, "spin_hot_outer") > 0.3, "{text}");
+    assert!(share(&report, "later_thread_hot") > 0.3, "{text}");
+    // The debug info's inline records name the #[inline(always)] function.
+    assert!(text.contains("spin_inlined"), "{text}");
+    assert!(
+        text.contains("FRAME: ") && text.contains("THREAD: "),
+        "{text}"
+    );
+    assert_eq!(report.timing.frequency, 499);
+    assert!(report.timing.duration >= Duration::from_millis(1400));
+
+    // The post-processor sees every stack.
+    let renamed = g
+        .report()
+        .frames_post_processor(|f| f.thread_name = "PROCESSED".into())
+        .build()
+        .unwrap();
+    assert!(renamed.data.keys().all(|k| k.thread_name == "PROCESSED"));
+    let unresolved = g.report().build_unresolved().unwrap();
+    assert!(unresolved.data.values().sum::<isize>() >= total);
+}
+
+#[test]
+fn drop_stops_sampling_and_joins_the_collector() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(g) = guard(999) else { return };
+    black_box(later_thread_hot(
+        Instant::now() + Duration::from_millis(200),
+    ));
+    drop(g);
+    // The collector thread (named perf-pprof) is gone once the guard is.
+    let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .collect();
+    assert!(!names.iter().any(|n| n.trim() == "perf-pprof"), "{names:?}");
+    // A new guard starts from nothing.
+    let Some(g) = guard(999) else { return };
+    let r = g.report().build().unwrap();
+    assert!(r.data.values().sum::<isize>() < 50, "{r:?}");
+}
+
+#[inline(never)]
+fn copy_big(until: Instant) -> usize {
+    let src = vec![7u8; 8 << 20];
+    let mut dst = vec![0u8; 8 << 20];
+    let mut n = 0;
+    while Instant::now() < until {
+        // A copy this large is libc's memcpy/memmove.
+        dst.copy_from_slice(black_box(&src));
+        n += black_box(dst[n % dst.len()]) as usize;
+    }
+    n
+}
+
+/// Samples whose innermost frame is libc's copy routine, by count (named, or, where libc has no
+/// `.symtab` for its local IFUNC variants, shown as `libc.so.6+0x...`).
+fn libc_copy_leaves(r: &pprof::Report) -> isize {
+    r.data
+        .iter()
+        .filter(|(k, _)| {
+            k.frames.first().is_some_and(|f| {
+                f.iter().any(|s| {
+                    ["memmove", "memcpy", "libc.so"]
+                        .iter()
+                        .any(|n| s.name().contains(n))
+                })
+            })
+        })
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+#[test]
+fn blocklist_leaves_out_samples_in_the_listed_libraries() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(g) = guard(499) else { return };
+    black_box(copy_big(Instant::now() + Duration::from_millis(500)));
+    let without = libc_copy_leaves(&g.report().build().unwrap());
+    drop(g);
+    assert!(
+        without > 10,
+        "{without} samples in libc's memcpy without a blocklist"
+    );
+    let g = pprof::ProfilerGuardBuilder::default()
+        .frequency(499)
+        .blocklist(&["libc.so", "libc-"])
+        .build()
+        .unwrap();
+    black_box(copy_big(Instant::now() + Duration::from_millis(500)));
+    let r = g.report().build().unwrap();
+    assert_eq!(libc_copy_leaves(&r), 0, "{r:?}");
+    assert!(r.data.values().sum::<isize>() > 0);
+}
