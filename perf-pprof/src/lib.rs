@@ -38,7 +38,7 @@
 //!
 //! # Features
 //!
-//! - `flamegraph`: [`Report::flamegraph`] and [`Report::flamegraph_with_options`], inferno
+//! - `flamegraph`: `Report::flamegraph` and `Report::flamegraph_with_options`, inferno
 //!   re-exported as `pprof::flamegraph` (CDDL-1.0 licensed).
 //! - `prost-codec`, `protobuf-codec`: `Report::pprof()` and the `protos` module. Both give
 //!   prost messages; `protos::Message` offers prost's `encode` and rust-protobuf's `write_to_vec`.
