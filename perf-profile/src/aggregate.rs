@@ -1,8 +1,13 @@
 //! Aggregation: a stack table in which each stack is a node (frame, parent) of a prefix tree, with
 //! the samples and summed periods of the stacks that end there. Adding a sample is one lookup per
 //! frame; memory grows with the number of unique stacks, never with the number of samples.
+//!
+//! Who ran is kept beside the tree: each sample's key is (stack, identity), identities (process,
+//! thread, their names, container) interned once, so the samples of one stack in one thread stay
+//! one entry and the tree itself is shared by every thread.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::maps::MappingId;
 
@@ -46,6 +51,46 @@ pub struct FrameId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackId(pub u32);
 
+/// Who ran when a sample was taken: its process and thread, as the sample and the side-band
+/// records (COMM, FORK) named them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub struct Identity {
+    /// The process (thread group) id.
+    pub pid: u32,
+    /// The thread id.
+    pub tid: u32,
+    /// The process's name (its main thread's `comm`).
+    pub comm: Arc<str>,
+    /// The thread's name (its `comm`, as `pthread_setname_np` or `prctl(PR_SET_NAME)` set it).
+    pub thread_name: Arc<str>,
+    /// The container the process runs in, from its cgroup (a 64-hex-digit id); `None` on the host.
+    pub container_id: Option<Arc<str>>,
+}
+
+impl Identity {
+    /// Thread `tid` of process `pid`, named `comm` (the process) and `thread_name`.
+    pub fn new(pid: u32, tid: u32, comm: &str, thread_name: &str) -> Self {
+        Self {
+            pid,
+            tid,
+            comm: Arc::from(comm),
+            thread_name: Arc::from(thread_name),
+            container_id: None,
+        }
+    }
+
+    /// The same, in container `id`.
+    pub fn in_container(mut self, id: &str) -> Self {
+        self.container_id = Some(Arc::from(id));
+        self
+    }
+}
+
+/// Index of an identity in [`Stacks::identities`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdentityId(pub u32);
+
 /// What was sampled in one stack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -69,6 +114,11 @@ pub struct Stacks {
     frame_index: HashMap<Frame, FrameId>,
     nodes: Vec<Node>,
     node_index: HashMap<(FrameId, Option<StackId>), StackId>,
+    identities: Vec<Identity>,
+    identity_index: HashMap<Identity, IdentityId>,
+    /// By (stack, identity): the counts, in the order first seen.
+    keyed: Vec<(StackId, Option<IdentityId>, Counts)>,
+    keyed_index: HashMap<(StackId, Option<IdentityId>), usize>,
     total: Counts,
 }
 
@@ -111,6 +161,49 @@ impl Stacks {
         root_first: impl IntoIterator<Item = Frame>,
         add: Counts,
     ) -> Option<StackId> {
+        self.add_counts_as(root_first, add, None)
+    }
+
+    /// Adds one sample of `period` taken in `who`'s thread (see [`add`](Self::add)).
+    pub fn add_as(
+        &mut self,
+        root_first: impl IntoIterator<Item = Frame>,
+        period: u64,
+        who: &Identity,
+    ) -> Option<StackId> {
+        let who = self.intern_identity(who);
+        self.add_counts_as(root_first, Counts { samples: 1, period }, Some(who))
+    }
+
+    /// Interns `who`.
+    pub fn intern_identity(&mut self, who: &Identity) -> IdentityId {
+        if let Some(&id) = self.identity_index.get(who) {
+            return id;
+        }
+        let id = IdentityId(self.identities.len() as u32);
+        self.identities.push(who.clone());
+        self.identity_index.insert(who.clone(), id);
+        id
+    }
+
+    /// Every identity seen, indexed by [`IdentityId`].
+    pub fn identities(&self) -> &[Identity] {
+        &self.identities
+    }
+
+    /// The identity `id`.
+    pub fn identity(&self, id: IdentityId) -> Option<&Identity> {
+        self.identities.get(id.0 as usize)
+    }
+
+    /// Adds `add` to the stack whose frames, root first, are `root_first`, as taken by `who` (an
+    /// interned identity; `None`: unknown). Returns its stack, or `None` for an empty stack.
+    pub fn add_counts_as(
+        &mut self,
+        root_first: impl IntoIterator<Item = Frame>,
+        add: Counts,
+        who: Option<IdentityId>,
+    ) -> Option<StackId> {
         let mut parent = None;
         for frame in root_first {
             let frame = self.intern(frame);
@@ -131,6 +224,17 @@ impl Stacks {
         }
         let id = parent?;
         let counts = &mut self.nodes[id.0 as usize].counts;
+        counts.samples += add.samples;
+        counts.period = counts.period.saturating_add(add.period);
+        let at = match self.keyed_index.get(&(id, who)) {
+            Some(&at) => at,
+            None => {
+                self.keyed.push((id, who, Counts::default()));
+                self.keyed_index.insert((id, who), self.keyed.len() - 1);
+                self.keyed.len() - 1
+            }
+        };
+        let counts = &mut self.keyed[at].2;
         counts.samples += add.samples;
         counts.period = counts.period.saturating_add(add.period);
         self.total.samples += add.samples;
@@ -160,6 +264,14 @@ impl Stacks {
             .enumerate()
             .filter(|(_, n)| n.counts.samples > 0)
             .map(|(i, n)| (StackId(i as u32), n.counts))
+    }
+
+    /// The samples by stack and by who took them (`None`: not known), with their counts, in the
+    /// order first seen: one entry per stack per thread.
+    pub fn sampled_by_identity(
+        &self,
+    ) -> impl Iterator<Item = (StackId, Option<IdentityId>, Counts)> + '_ {
+        self.keyed.iter().copied()
     }
 
     /// The frames of `stack`, leaf first.
@@ -226,6 +338,36 @@ mod tests {
         assert_eq!(s.frames_of(d).count(), 2);
         assert!(s.add([], 3).is_none());
         assert_eq!(s.total().samples, 4);
+    }
+
+    #[test]
+    fn samples_of_one_stack_stay_apart_by_thread_and_together_within_one() {
+        let mut s = Stacks::new();
+        let (a, b) = (
+            Identity::new(10, 10, "app", "main"),
+            Identity::new(10, 11, "app", "worker"),
+        );
+        for _ in 0..3 {
+            s.add_as([k(1), k(2)], 5, &a);
+        }
+        s.add_as([k(1), k(2)], 7, &b);
+        s.add([k(1), k(2)], 1);
+        // One tree: the stack is one node with every sample.
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.sampled().count(), 1);
+        assert_eq!(s.total().samples, 5);
+        let keyed: Vec<_> = s
+            .sampled_by_identity()
+            .map(|(_, who, c)| {
+                (
+                    who.and_then(|w| s.identity(w)).cloned(),
+                    c.samples,
+                    c.period,
+                )
+            })
+            .collect();
+        assert_eq!(keyed, [(Some(a), 3, 15), (Some(b), 1, 7), (None, 1, 1)]);
+        assert_eq!(s.identities().len(), 2);
     }
 
     #[test]

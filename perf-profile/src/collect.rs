@@ -37,6 +37,7 @@ use perf_event::sample::{MergedIter, Sampler};
 
 use crate::aggregate::{Frame, Stacks};
 use crate::error::{Error, Result};
+use crate::identity::Names;
 use crate::maps::perf_map::PerfMaps;
 use crate::maps::{AddressSpaces, KernelSymbols};
 use crate::offcpu::{self, Method, Waits};
@@ -205,6 +206,8 @@ struct Pipeline {
     waits: Option<Waits>,
     /// JIT symbols (`/tmp/perf-PID.map`).
     jit: PerfMaps,
+    /// Process and thread names, from COMM and FORK records.
+    names: Names,
 }
 
 impl Profiler {
@@ -326,6 +329,7 @@ impl Profiler {
                 cut: None,
                 waits: opts.off_cpu.then(Waits::new),
                 jit,
+                names: Names::default(),
             },
         })
     }
@@ -480,6 +484,7 @@ impl Pipeline {
             mappings: self.maps.mappings().to_vec(),
             lines,
             info,
+            folded_roots: Default::default(),
         }
     }
 
@@ -583,8 +588,13 @@ impl Pipeline {
                     }
                     return;
                 }
-                self.stacks
-                    .add(self.frames.iter().rev().copied(), s.period.unwrap_or(1));
+                let (pid, tid) = s.record_id.task.map_or((0, 0), |t| (t.pid, t.tid));
+                let who = self.names.identity(pid, tid);
+                self.stacks.add_as(
+                    self.frames.iter().rev().copied(),
+                    s.period.unwrap_or(1),
+                    &who,
+                );
                 self.stats.samples += 1;
             }
             Record::Mmap(m) => {
@@ -603,18 +613,28 @@ impl Pipeline {
                 self.maps
                     .mmap(pid, m.addr, m.len, m.page_offset, &path, build_id);
             }
-            Record::Comm(c) if c.by_execve => {
-                self.maps.exec(c.task.pid);
-                self.jit.forget(c.task.pid);
-                self.jit.seen(c.task.pid);
+            Record::Comm(c) => {
+                self.names
+                    .comm(c.task.pid, c.task.tid, c.comm.as_bytes(), c.by_execve);
+                if c.by_execve {
+                    self.maps.exec(c.task.pid);
+                    self.jit.forget(c.task.pid);
+                    self.jit.seen(c.task.pid);
+                }
             }
-            Record::Fork(f) if f.task.pid != f.parent_task.pid => {
+            Record::Fork(f) => {
+                self.names
+                    .fork(f.parent_task.pid, f.parent_task.tid, f.task.pid, f.task.tid);
+                if f.task.pid == f.parent_task.pid {
+                    return;
+                }
                 if !self.maps.knows(f.parent_task.pid) {
                     self.maps.seed_from_proc(f.parent_task.pid);
                 }
                 self.maps.fork(f.parent_task.pid, f.task.pid);
             }
             Record::Exit(e) => {
+                self.names.exit(e.task.pid, e.task.tid);
                 if let Some(w) = self.waits.as_mut() {
                     w.exited(e.task.tid);
                 }
@@ -635,7 +655,8 @@ impl Pipeline {
                     return;
                 };
                 if let Some((frames, ns)) = w.switched_in(t.tid, time) {
-                    self.stacks.add(frames.into_iter().rev(), ns);
+                    let who = self.names.identity(t.pid, t.tid);
+                    self.stacks.add_as(frames.into_iter().rev(), ns, &who);
                     self.stats.samples += 1;
                 }
             }

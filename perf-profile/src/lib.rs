@@ -76,6 +76,7 @@ pub mod export;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod identity;
 pub mod maps;
 pub mod offcpu;
 pub mod privilege;

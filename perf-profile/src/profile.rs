@@ -157,6 +157,8 @@ pub struct Profile {
     pub(crate) lines: Vec<Arc<[Line]>>,
     /// How the profile was taken.
     pub info: Info,
+    /// What folded stacks put at their roots.
+    pub(crate) folded_roots: crate::export::FoldedRoots,
 }
 
 impl Profile {
@@ -206,7 +208,7 @@ impl Profile {
             f => f,
         };
         let mut root_first = Vec::new();
-        for (stack, counts) in other.stacks.sampled() {
+        for (stack, who, counts) in other.stacks.sampled_by_identity() {
             root_first.clear();
             root_first.extend(other.stacks.frames_of(stack));
             root_first.reverse();
@@ -226,7 +228,10 @@ impl Profile {
                 .iter()
                 .filter_map(|&f| other.stacks.frame(f))
                 .map(frame);
-            self.stacks.add_counts(frames, counts);
+            let who = who
+                .and_then(|w| other.stacks.identity(w))
+                .map(|w| self.stacks.intern_identity(w));
+            self.stacks.add_counts_as(frames, counts, who);
         }
         let end = |i: &Info| i.start + i.duration;
         let (start, finish) = (
@@ -269,6 +274,6 @@ impl Profile {
 }
 
 /// A name fit for a folded line: no `;` (the frame separator) and no line breaks.
-fn clean(name: &str) -> String {
+pub(crate) fn clean(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }

@@ -1057,6 +1057,7 @@ mod tests {
                 process: None,
                 service: Some("svc".into()),
             },
+            folded_roots: Default::default(),
         }
     }
 

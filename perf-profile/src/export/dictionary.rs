@@ -264,14 +264,19 @@ pub(crate) mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::aggregate::Stacks;
+    use crate::aggregate::{Identity, Stacks};
     use crate::maps::{self, MappingId};
     use crate::profile::Stats;
     use crate::symbolize::Mode;
 
+    /// The container of [`sample_profile`]'s second stack.
+    pub(crate) const CONTAINER: &str =
+        "3f4e9a1c0b2d4e6f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f";
+
     /// A symbolized profile of two stacks: `main -> leaf (inlined into `inlined`) -> a kernel
     /// address`, and `main -> an unmapped address -> the hidden kernel`; the file's build id is
-    /// `0a0b0c`, and a second mapping no frame names.
+    /// `0a0b0c`, and a second mapping no frame names. The first stack ran in thread 10 of process
+    /// 10 (`app`), the second in its thread 11 (`worker`), in container [`CONTAINER`].
     pub(crate) fn sample_profile() -> Profile {
         let mapping = |path: &str, start: u64, build_id: Option<Vec<u8>>| maps::Mapping {
             start,
@@ -282,7 +287,9 @@ pub(crate) mod tests {
         };
         let app = MappingId(1);
         let mut stacks = Stacks::new();
-        stacks.add(
+        let main = Identity::new(10, 10, "app", "app");
+        let worker = Identity::new(10, 11, "app", "worker").in_container(CONTAINER);
+        stacks.add_as(
             [
                 Frame::User {
                     mapping: app,
@@ -295,8 +302,9 @@ pub(crate) mod tests {
                 Frame::Kernel { addr: 0xffff_0010 },
             ],
             10,
+            &main,
         );
-        stacks.add(
+        stacks.add_as(
             [
                 Frame::User {
                     mapping: app,
@@ -306,6 +314,7 @@ pub(crate) mod tests {
                 Frame::KernelHidden,
             ],
             20,
+            &worker,
         );
         let line = |function: &str, line: u32| Line {
             function: function.into(),
@@ -341,6 +350,7 @@ pub(crate) mod tests {
                 process: None,
                 service: None,
             },
+            folded_roots: Default::default(),
         }
     }
 

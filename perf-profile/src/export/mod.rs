@@ -15,6 +15,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+pub use folded::FoldedRoots;
+
 use crate::error::{Error, Result};
 use crate::profile::Profile;
 

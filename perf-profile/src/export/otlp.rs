@@ -13,7 +13,10 @@
 //! `off_cpu/nanoseconds` for off-CPU profiles), each with its own `profile_id` (16 random bytes,
 //! left out where the system gives none). The dictionary holds the tables the samples index
 //! (strings, mappings, locations, functions, stacks, attributes; each with the empty entry at 0);
-//! strings, mappings, locations and functions are the ones the pprof exporter writes too.
+//! strings, mappings, locations and functions are the ones the pprof exporter writes too. Each
+//! sample is of one stack in one thread and says who ran, by the semantic conventions:
+//! `process.pid`, `thread.id`, `process.executable.name` (the process's `comm`), `thread.name` and,
+//! in a container, `container.id` (attributes in the dictionary's table, written once per thread).
 
 use std::io::Write;
 use std::iter;
@@ -27,6 +30,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
 use super::dictionary::{period, period_type, start_unix_nanos, Dictionary, Interner, Strings};
+use crate::aggregate::Identity;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
 
@@ -50,6 +54,26 @@ impl Attributes {
         });
         self.0.len() as i32 - 1
     }
+}
+
+/// A sample's attributes, by the semantic conventions: who ran.
+fn identity_attributes(a: &mut Attributes, s: &mut Strings, who: &Identity) -> Vec<i32> {
+    let int = |n: u32| any_value::Value::IntValue(n.into());
+    let mut out = vec![
+        a.add(s, "process.pid", int(who.pid), ""),
+        a.add(s, "thread.id", int(who.tid), ""),
+    ];
+    let strings = [
+        ("process.executable.name", Some(&who.comm)),
+        ("thread.name", Some(&who.thread_name)),
+        ("container.id", who.container_id.as_ref()),
+    ];
+    for (key, value) in strings {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            out.push(a.add(s, key, string_value(v.to_string()), ""));
+        }
+    }
+    out
 }
 
 /// A table index of the shared dictionary as OTLP writes it. (A profile's tables stay far below
@@ -178,13 +202,23 @@ impl Profile {
         // Stacks (leaf first, as pprof) and their counts.
         let mut stacks = Interner::new();
         let mut sampled = Vec::new();
-        for (stack, counts) in self.stacks.sampled() {
+        // Each identity's attributes, written once and shared by its samples.
+        let mut who_attributes: std::collections::HashMap<_, Vec<i32>> = Default::default();
+        for (stack, who, counts) in self.stacks.sampled_by_identity() {
             let locations: Vec<i32> = self
                 .stacks
                 .frames_of(stack)
                 .map(|f| f.0 as i32 + 1)
                 .collect();
-            sampled.push((index(stacks.id(&locations[..])), counts));
+            let who = who.and_then(|w| Some((w, self.stacks.identity(w)?)));
+            let indices = match who {
+                Some((id, who)) => who_attributes
+                    .entry(id)
+                    .or_insert_with(|| identity_attributes(&mut attributes, &mut s, who))
+                    .clone(),
+                None => Vec::new(),
+            };
+            sampled.push((index(stacks.id(&locations[..])), counts, indices));
         }
         let stack_table = iter::once(pb::Stack::default())
             .chain(
@@ -264,9 +298,10 @@ impl Profile {
                 sample_type: Some(vt),
                 samples: sampled
                     .iter()
-                    .map(|&(stack_index, counts)| pb::Sample {
-                        stack_index,
-                        values: vec![value(counts) as i64],
+                    .map(|(stack_index, counts, indices)| pb::Sample {
+                        stack_index: *stack_index,
+                        attribute_indices: indices.clone(),
+                        values: vec![value(*counts) as i64],
                         ..pb::Sample::default()
                     })
                     .collect(),
@@ -332,7 +367,55 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::dictionary::tests::sample_profile;
+    use crate::export::dictionary::tests::{sample_profile, CONTAINER};
+
+    #[test]
+    fn each_sample_says_who_ran_by_the_semantic_conventions() {
+        let r = sample_profile().to_otlp();
+        let d = r.dictionary.as_ref().unwrap();
+        let profile = &r.resource_profiles[0].scope_profiles[0].profiles[0];
+        let attrs: Vec<Vec<(&str, any_value::Value)>> = profile
+            .samples
+            .iter()
+            .map(|x| {
+                x.attribute_indices
+                    .iter()
+                    .map(|&i| {
+                        let a = &d.attribute_table[i as usize];
+                        (
+                            d.string_table[a.key_strindex as usize].as_str(),
+                            a.value.clone().unwrap().value.unwrap(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let int = any_value::Value::IntValue;
+        assert_eq!(
+            attrs,
+            [
+                vec![
+                    ("process.pid", int(10)),
+                    ("thread.id", int(10)),
+                    ("process.executable.name", string_value("app")),
+                    ("thread.name", string_value("app")),
+                ],
+                vec![
+                    ("process.pid", int(10)),
+                    ("thread.id", int(11)),
+                    ("process.executable.name", string_value("app")),
+                    ("thread.name", string_value("worker")),
+                    ("container.id", string_value(CONTAINER)),
+                ],
+            ]
+        );
+        // Both profiles share the attributes.
+        let other = &r.resource_profiles[0].scope_profiles[0].profiles[1];
+        assert_eq!(
+            other.samples[1].attribute_indices,
+            profile.samples[1].attribute_indices
+        );
+    }
 
     #[test]
     fn every_table_starts_with_its_empty_entry_and_each_profile_has_its_own_id() {

@@ -5,10 +5,42 @@ use std::io::Write;
 
 use prost::Message;
 
-use super::dictionary::{period, period_type, start_unix_nanos, Dictionary};
+use super::dictionary::{period, period_type, start_unix_nanos, Dictionary, Strings};
+use crate::aggregate::Identity;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
 use crate::proto::perftools::profiles as pb;
+
+/// A sample's labels: who ran (`go tool pprof -tags`, `-tagfocus=thread_name:NAME`).
+fn labels(s: &mut Strings, who: &Identity) -> Vec<pb::Label> {
+    let mut labels = vec![
+        pb::Label {
+            key: s.id("pid").into(),
+            num: who.pid.into(),
+            ..Default::default()
+        },
+        pb::Label {
+            key: s.id("tid").into(),
+            num: who.tid.into(),
+            ..Default::default()
+        },
+    ];
+    let strings = [
+        ("comm", Some(&who.comm)),
+        ("thread_name", Some(&who.thread_name)),
+        ("container_id", who.container_id.as_ref()),
+    ];
+    for (key, value) in strings {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            labels.push(pb::Label {
+                key: s.id(key).into(),
+                str: s.id(v).into(),
+                ..Default::default()
+            });
+        }
+    }
+    labels
+}
 
 impl Profile {
     /// The profile as a pprof `Profile` message (not compressed).
@@ -16,7 +48,9 @@ impl Profile {
     /// Sample values are `samples/count` and the summed period: `cpu/nanoseconds` for
     /// `cpu-clock`, `cycles/count` for `cycles`. Each frame is one `Location` (with its mapping,
     /// address and, when symbolized, `Line`s innermost first); mappings carry their file, offset
-    /// and build id; lost and throttled counts and notes go into `comment`.
+    /// and build id; lost and throttled counts and notes go into `comment`. Each sample is of one
+    /// stack in one thread, labelled with who ran: `pid` and `tid` (numbers), `comm` (the
+    /// process's name), `thread_name` and, in a container, `container_id` (strings).
     pub fn to_pprof(&self) -> pb::Profile {
         let dict = Dictionary::of(self);
         let mut s = dict.strings;
@@ -83,15 +117,18 @@ impl Profile {
 
         let sample = self
             .stacks
-            .sampled()
-            .map(|(stack, counts)| pb::Sample {
+            .sampled_by_identity()
+            .map(|(stack, who, counts)| pb::Sample {
                 location_id: self
                     .stacks
                     .frames_of(stack)
                     .map(|f| u64::from(f.0) + 1)
                     .collect(),
                 value: vec![counts.samples as i64, counts.period as i64],
-                label: Vec::new(),
+                label: who
+                    .and_then(|w| self.stacks.identity(w))
+                    .map(|w| labels(&mut s, w))
+                    .unwrap_or_default(),
             })
             .collect();
 
@@ -150,7 +187,7 @@ impl Profile {
 
 #[cfg(test)]
 mod tests {
-    use crate::export::dictionary::tests::sample_profile;
+    use crate::export::dictionary::tests::{sample_profile, CONTAINER};
 
     #[test]
     fn ids_start_at_one_and_name_what_the_shared_tables_hold() {
@@ -185,5 +222,66 @@ mod tests {
             .map(|v| (s(v.r#type), s(v.unit)))
             .collect();
         assert_eq!(st, [("samples", "count"), ("cpu", "nanoseconds")]);
+    }
+
+    #[test]
+    fn each_sample_says_who_ran_numbers_as_numbers() {
+        let p = sample_profile().to_pprof();
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        let labels: Vec<Vec<(&str, String)>> = p
+            .sample
+            .iter()
+            .map(|x| {
+                x.label
+                    .iter()
+                    .map(|l| {
+                        let v = if l.str != 0 {
+                            s(l.str).to_owned()
+                        } else {
+                            format!("#{}", l.num)
+                        };
+                        (s(l.key), v)
+                    })
+                    .collect()
+            })
+            .collect();
+        let l = |k, v: &str| (k, v.to_owned());
+        assert_eq!(
+            labels,
+            [
+                vec![
+                    l("pid", "#10"),
+                    l("tid", "#10"),
+                    l("comm", "app"),
+                    l("thread_name", "app")
+                ],
+                vec![
+                    l("pid", "#10"),
+                    l("tid", "#11"),
+                    l("comm", "app"),
+                    l("thread_name", "worker"),
+                    l("container_id", CONTAINER)
+                ],
+            ]
+        );
+    }
+
+    #[test]
+    fn one_stack_in_two_threads_is_two_samples() {
+        let mut profile = sample_profile();
+        let frames: Vec<_> = {
+            let st = profile.stacks();
+            let (first, _) = st.sampled().next().unwrap();
+            let mut f: Vec<_> = st.frames_of(first).map(|f| st.frame(f).unwrap()).collect();
+            f.reverse();
+            f
+        };
+        let other = crate::aggregate::Identity::new(10, 12, "app", "other");
+        profile.stacks.add_as(frames.iter().copied(), 1, &other);
+        profile.stacks.add_as(frames.iter().copied(), 1, &other);
+        let p = profile.to_pprof();
+        assert_eq!(p.sample.len(), 3);
+        assert_eq!(p.sample[0].location_id, p.sample[2].location_id);
+        assert_eq!(p.sample[2].value[0], 2);
     }
 }
