@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use perf_profile::collect::DEFAULT_STACK_SIZE;
 use perf_profile::doctor::{DoctorOptions, Status};
+use perf_profile::export::FoldedRoots;
 use perf_profile::offcpu::Method;
 use perf_profile::push::{Credentials, PushOptions, Pusher};
 use perf_profile::symbolize::Mode;
@@ -47,6 +48,7 @@ use perf_profile::{CallGraph, Error, Format, Options, Profile, Profiler, Target}
 const USAGE: &str = "\
 usage: perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|dwarf[,SIZE]]
                     [--symbolize local|functions|none] [--off-cpu[=METHOD]] [--doctor]
+                    [--per-process | --per-thread]
                     [--service NAME] [--every SECS] [--memory-budget BYTES]
                     [--push URL [--ca FILE] [--credentials FILE] [--queue-bytes N] [--label K=V]
                      [--retry-max SECS] [--allow-insecure-http]] [-o FILE ...]
@@ -96,6 +98,13 @@ usage: perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|
   --retry-max SECS   the longest delay between retries (default 30)
   --allow-insecure-http  send credentials over http:// to a host that is not loopback (with a
                      warning): anyone on the path reads them
+  --per-process      folded stacks and flame graphs start with a frame COMM-PID naming the
+                     process each stack ran in (as stackcollapse-perf.pl --pid)
+  --per-thread       ... with a frame COMM-TID naming the thread (its name, as
+                     pthread_setname_np sets it; as stackcollapse-perf.pl --tid). pprof and OTLP
+                     outputs always say who ran: labels pid, tid, comm, thread_name,
+                     container_id; attributes process.pid, thread.id, process.executable.name,
+                     thread.name, container.id
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
                      .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
                      May be given several times.
@@ -129,6 +138,8 @@ struct Args {
     allow_insecure_http: bool,
     memory_budget: Option<usize>,
     outputs: Vec<(PathBuf, Format)>,
+    /// `--per-process` / `--per-thread`: a root frame naming who ran in folded stacks and SVGs.
+    folded_roots: FoldedRoots,
     /// `--version`: print it, do nothing else.
     version: bool,
 }
@@ -182,6 +193,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
         allow_insecure_http: false,
         memory_budget: None,
         outputs: Vec::new(),
+        folded_roots: FoldedRoots::None,
         version: false,
     };
     while let Some(arg) = p.next().map_err(usage)? {
@@ -264,6 +276,8 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Fail>
             }
             Long("doctor") => a.doctor = true,
             Long("allow-insecure-http") => a.allow_insecure_http = true,
+            Long("per-process") => a.folded_roots = FoldedRoots::PerProcess,
+            Long("per-thread") => a.folded_roots = FoldedRoots::PerThread,
             Long("push") => a.push = Some(p.value().map_err(usage)?.string().map_err(usage)?),
             Long("ca") => a.ca = Some(PathBuf::from(p.value().map_err(usage)?)),
             Long("credentials") => a.credentials = Some(PathBuf::from(p.value().map_err(usage)?)),
@@ -458,7 +472,8 @@ fn run() -> Result<(), Fail> {
         }
         if let (Some(at), Some(every)) = (next_cut, a.every) {
             if Instant::now() >= at {
-                let cut = p.cut();
+                let mut cut = p.cut();
+                cut.set_folded_roots(a.folded_roots);
                 deliver(&cut, interval, &a, pusher.as_ref(), &mut failed);
                 interval += 1;
                 next_cut = Some(at + every);
@@ -523,7 +538,8 @@ fn run() -> Result<(), Fail> {
     }
     p.stop().map_err(fail)?;
     let total = p.stats().samples;
-    let profile = p.finish().map_err(fail)?;
+    let mut profile = p.finish().map_err(fail)?;
+    profile.set_folded_roots(a.folded_roots);
     let s = &profile.info.stats;
     eprintln!(
         "profile: {} samples in {} stacks over {:.1} s; lost {} records and {} samples; throttled {} times",

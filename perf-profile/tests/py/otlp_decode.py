@@ -1,7 +1,8 @@
 """Decodes an OTLP ExportProfilesServiceRequest (a file, or stdin) with the official
 opentelemetry-proto package, checks the dictionary's invariants, and prints JSON: the resource
 attributes, each profile's id (hex) and sample type, its folded stacks (named as perf-profile's
-folded output names frames) and total, and the profile attributes."""
+folded output names frames) and total, the profile attributes, and each sample's stack, value and
+attributes (who ran)."""
 import json
 import sys
 
@@ -65,6 +66,7 @@ def main():
         for p in sp.profiles:
             folded = {}
             total = 0
+            samples = []
             for sample in p.samples:
                 assert 0 < sample.stack_index < len(d.stack_table)
                 assert len(sample.values) == 1
@@ -73,6 +75,12 @@ def main():
                     frames.extend(names(d.location_table[li]))
                 line = ";".join(reversed(frames))
                 folded[line] = folded.get(line, 0) + sample.values[0]
+                who = {}
+                for i in sample.attribute_indices:
+                    assert 0 < i < len(d.attribute_table)
+                    a = d.attribute_table[i]
+                    who[s[a.key_strindex]] = value(a.value)
+                samples.append({"stack": line, "value": sample.values[0], "attributes": who})
                 total += sample.values[0]
             attributes = {}
             for i in p.attribute_indices:
@@ -86,6 +94,7 @@ def main():
                     "folded": folded,
                     "total": total,
                     "attributes": attributes,
+                    "samples": samples,
                 }
             )
     json.dump(out, sys.stdout)
