@@ -70,15 +70,16 @@ impl Hash for Symbol {
 }
 
 /// A sampled stack as a report's key: its frames, leaf first, each with its functions (innermost
-/// inlined first), and the thread. Here samples are not told apart by thread: `thread_name` is the
-/// process's name and `thread_id` its pid.
+/// inlined first), and the thread that ran it: `thread_name` is the thread's name and `thread_id`
+/// its kernel thread id (`gettid()`; pprof-rs: `pthread_self()`).
 #[derive(Clone, PartialEq, Hash)]
 pub struct Frames {
     /// The frames, leaf first.
     pub frames: Vec<Vec<Symbol>>,
-    /// The thread's name (here: the process's).
+    /// The thread's name (as `std::thread::Builder::name` or `pthread_setname_np` set it, at most 15
+    /// bytes).
     pub thread_name: String,
-    /// The thread's id (here: the process id).
+    /// The thread's id: the kernel's thread id (pprof-rs: `pthread_self()`).
     pub thread_id: u64,
     /// When the stack was sampled (here: when the report was built).
     pub sample_timestamp: SystemTime,

@@ -29,8 +29,9 @@
 //!
 //! - Samples need `perf_event_paranoid` ≤ 2 or `CAP_PERFMON`; where the kernel refuses,
 //!   [`ProfilerGuard::new`] returns [`Error::PerfEventParanoid`] naming the setting and the fix.
-//! - Samples are not told apart by thread: every [`Frames`] carries the process's name and id as
-//!   its `thread_name` and `thread_id`, and the time of the report as `sample_timestamp`.
+//! - Every [`Frames`] carries the thread that ran it, its name and its kernel thread id (pprof-rs:
+//!   `pthread_self()`) as `thread_name` and `thread_id`, and the time of the report as
+//!   `sample_timestamp`.
 //! - Only user-space frames, as pprof-rs.
 //! - [`Symbol::name`] holds the demangled name (pprof-rs holds the raw one and demangles in
 //!   [`Symbol::name()`]); `addr` is the frame's address.

@@ -5,7 +5,7 @@ use std::os::raw::{c_int, c_void};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use perf_profile::aggregate::{Frame, FrameId, StackId};
+use perf_profile::aggregate::{Frame, FrameId, IdentityId, StackId};
 use perf_profile::Profile;
 
 use crate::frames::{Frames, Symbol};
@@ -41,16 +41,16 @@ pub struct Report {
     pub timing: ReportTiming,
 }
 
-/// A stack not yet symbolized: its addresses, leaf first, and the thread (here: the process).
+/// A stack not yet symbolized: its addresses, leaf first, and the thread that ran it.
 #[derive(Clone)]
 pub struct UnresolvedFrames {
     /// The frames' addresses, leaf first.
     pub frames: Vec<usize>,
-    /// The thread's name, `thread_name_length` bytes, not NUL-terminated (here: the process's).
+    /// The thread's name, `thread_name_length` bytes, not NUL-terminated.
     pub thread_name: [u8; MAX_THREAD_NAME],
     /// The length of `thread_name`.
     pub thread_name_length: usize,
-    /// The thread's id (here: the process id).
+    /// The thread's id: the kernel's thread id (pprof-rs: `pthread_self()`).
     pub thread_id: u64,
     /// When it was sampled (here: when the report was built).
     pub sample_timestamp: SystemTime,
@@ -117,6 +117,8 @@ impl Debug for ReportBuilder<'_> {
 struct Stack {
     frames: Vec<FrameId>,
     count: isize,
+    /// Who ran it: the thread's name and id.
+    thread: (String, u64),
 }
 
 impl<'a> ReportBuilder<'a> {
@@ -143,13 +145,13 @@ impl<'a> ReportBuilder<'a> {
     /// None today; pprof-rs's signature.
     pub fn build_unresolved(&self) -> Result<UnresolvedReport> {
         let profile = self.guard.profile();
-        let (name, pid) = thread_of(&profile);
-        let mut thread_name = [0u8; MAX_THREAD_NAME];
-        let len = name.len().min(MAX_THREAD_NAME - 1);
-        thread_name[..len].copy_from_slice(&name.as_bytes()[..len]);
         let now = SystemTime::now();
         let mut data = HashMap::new();
         for s in stacks(&profile, self.guard.blocklist()) {
+            let (name, tid) = &s.thread;
+            let mut thread_name = [0u8; MAX_THREAD_NAME];
+            let len = name.len().min(MAX_THREAD_NAME - 1);
+            thread_name[..len].copy_from_slice(&name.as_bytes()[..len]);
             let key = UnresolvedFrames {
                 frames: s
                     .frames
@@ -158,7 +160,7 @@ impl<'a> ReportBuilder<'a> {
                     .collect(),
                 thread_name,
                 thread_name_length: len,
-                thread_id: pid,
+                thread_id: *tid,
                 sample_timestamp: now,
             };
             *data.entry(key).or_insert(0) += s.count;
@@ -177,7 +179,6 @@ impl<'a> ReportBuilder<'a> {
     /// None today; pprof-rs's signature.
     pub fn build(&self) -> Result<Report> {
         let profile = self.guard.profile();
-        let (thread_name, pid) = thread_of(&profile);
         let now = SystemTime::now();
         let mut symbols: HashMap<FrameId, Vec<Symbol>> = HashMap::new();
         let mut data = HashMap::new();
@@ -192,10 +193,11 @@ impl<'a> ReportBuilder<'a> {
                         .clone()
                 })
                 .collect();
+            let (thread_name, thread_id) = s.thread;
             let mut key = Frames {
                 frames,
-                thread_name: thread_name.clone(),
-                thread_id: pid,
+                thread_name,
+                thread_id,
                 sample_timestamp: now,
             };
             if let Some(p) = &self.frames_post_processor {
@@ -210,8 +212,11 @@ impl<'a> ReportBuilder<'a> {
     }
 }
 
-/// The process's name and id, standing in for the thread's.
-fn thread_of(profile: &Profile) -> (String, u64) {
+/// The thread a sample names (its name and id), else the process's name and id.
+fn thread_of(profile: &Profile, who: Option<IdentityId>) -> (String, u64) {
+    if let Some(who) = who.and_then(|w| profile.stacks().identity(w)) {
+        return (who.thread_name.to_string(), u64::from(who.tid));
+    }
     match &profile.info.process {
         Some(p) => (p.name.clone(), u64::from(p.pid)),
         None => (String::new(), u64::from(std::process::id())),
@@ -222,8 +227,8 @@ fn thread_of(profile: &Profile) -> (String, u64) {
 fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
     let stacks = profile.stacks();
     stacks
-        .sampled()
-        .filter_map(|(id, counts): (StackId, _)| {
+        .sampled_by_identity()
+        .filter_map(|(id, who, counts): (StackId, _, _)| {
             let frames: Vec<FrameId> = stacks.frames_of(id).collect();
             let leaf = *frames.first()?;
             if !blocklist.is_empty() {
@@ -237,6 +242,7 @@ fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
             Some(Stack {
                 frames,
                 count: isize::try_from(counts.samples).unwrap_or(isize::MAX),
+                thread: thread_of(profile, who),
             })
         })
         .collect()

@@ -178,3 +178,53 @@ fn blocklist_leaves_out_samples_in_the_listed_libraries() {
     assert_eq!(libc_copy_leaves(&r), 0, "{r:?}");
     assert!(r.data.values().sum::<isize>() > 0);
 }
+
+#[test]
+fn each_stack_names_the_thread_that_ran_it() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(g) = guard(499) else { return };
+    let spin = |name: &str| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(|| {
+                black_box(later_thread_hot(
+                    Instant::now() + Duration::from_millis(400),
+                ))
+            })
+            .unwrap()
+    };
+    let (a, b) = (spin("pprof-alpha"), spin("pprof-beta"));
+    a.join().unwrap();
+    b.join().unwrap();
+    let report = g.report().build().unwrap();
+    let mut ids: std::collections::BTreeMap<&str, std::collections::BTreeSet<u64>> =
+        Default::default();
+    for (k, n) in &report.data {
+        if k.frames
+            .iter()
+            .flatten()
+            .any(|s| s.name().contains("later_thread_hot"))
+        {
+            ids.entry(k.thread_name.as_str())
+                .or_default()
+                .insert(k.thread_id);
+            assert!(*n > 0);
+        }
+    }
+    println!("threads of later_thread_hot: {ids:?}");
+    let pid = u64::from(std::process::id());
+    for name in ["pprof-alpha", "pprof-beta"] {
+        let tids = ids
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name}: {ids:?}"));
+        assert_eq!(tids.len(), 1, "{name}: {ids:?}");
+        assert!(
+            !tids.contains(&pid),
+            "{name}: the pid for a thread id: {ids:?}"
+        );
+    }
+    assert_ne!(ids["pprof-alpha"], ids["pprof-beta"]);
+    // The flame graph's roots are the threads.
+    let text = format!("{report:?}");
+    assert!(text.contains("THREAD: pprof-alpha"), "{text}");
+}
