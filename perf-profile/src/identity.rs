@@ -5,7 +5,7 @@
 //! `/proc/PID/task/TID/comm` and `/proc/PID/cgroup` are the kernel's text, not files a process
 //! places (the untrusted-file door is for those): each is read at most once per thread or process,
 //! a bounded number of bytes, and a `/proc` read never blocks. What is kept is bounded too: the
-//! table forgets exited threads, and past [`MAX_THREADS`] it starts afresh.
+//! table forgets exited threads, and past 65536 threads it starts afresh.
 
 use std::collections::HashMap;
 use std::io::Read;
