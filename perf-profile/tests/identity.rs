@@ -1,8 +1,10 @@
 //! Who ran, in every output: a two-thread program whose threads name themselves
-//! (`pthread_setname_np`) is profiled, and each output must tell the threads apart:
+//! (`pthread_setname_np`; one renames itself halfway, so a name read once would be wrong for half
+//! its samples) is profiled, and each output must tell the threads apart, each sample under the
+//! name its thread had then:
 //!
-//! - pprof: `go tool pprof -tags` lists the pid, both tids and both thread names, and
-//!   `-tagfocus=thread_name:NAME` keeps that thread's function and drops the other's;
+//! - pprof: `go tool pprof -tags` lists the pid, both tids and the three thread names, and
+//!   `-tagfocus=thread_name:NAME` keeps that name's function and drops the others;
 //! - folded: `--per-thread` puts `NAME-TID` and `--per-process` `COMM-PID` at each stack's root;
 //! - OTLP: the official decoder reads `process.pid`, `thread.id`, `thread.name` and
 //!   `process.executable.name` on the samples (skipped without the decoder).
@@ -18,6 +20,21 @@ use common::{
     FRAME_POINTERS,
 };
 use tests::{require, Skip};
+
+/// Each name a thread of `named_threads` has, the function it runs under that name, and the name
+/// the workload prints its tid under (`spin-alpha` renames itself `spin-omega`).
+const NAMES: [(&str, &str, &str); 3] = [
+    ("spin-alpha", "alpha_spin", "spin-alpha"),
+    ("spin-beta", "beta_spin", "spin-beta"),
+    ("spin-omega", "omega_spin", "spin-alpha"),
+];
+
+/// Whether `stack` holds a function of `NAMES` other than `mine`.
+fn others(stack: &str, mine: &str) -> bool {
+    NAMES
+        .iter()
+        .any(|&(_, f, _)| f != mine && stack.contains(f))
+}
 
 /// The ids `named_threads` printed.
 struct Run {
@@ -106,8 +123,9 @@ fn go_tool_pprof_sees_pid_tid_and_thread_names_and_focuses_on_one_thread() {
         "pid {} not in -tags:\n{tags}",
         r.pid
     );
-    for (name, tid) in &r.tids {
-        assert!(tags.contains(name.as_str()), "{name} not in -tags:\n{tags}");
+    for (name, _, tid_of) in NAMES {
+        let tid = r.tids[tid_of];
+        assert!(tags.contains(name), "{name} not in -tags:\n{tags}");
         assert!(
             tags.contains(&tid.to_string()),
             "tid {tid} not in -tags:\n{tags}"
@@ -118,10 +136,7 @@ fn go_tool_pprof_sees_pid_tid_and_thread_names_and_focuses_on_one_thread() {
         "the process's comm not in -tags:\n{tags}"
     );
 
-    for (name, mine, other) in [
-        ("spin-alpha", "alpha_spin", "beta_spin"),
-        ("spin-beta", "beta_spin", "alpha_spin"),
-    ] {
+    for (name, mine, _) in NAMES {
         let top = go_pprof(
             &dir,
             &["-top", &format!("-tagfocus=thread_name:{name}")],
@@ -129,8 +144,8 @@ fn go_tool_pprof_sees_pid_tid_and_thread_names_and_focuses_on_one_thread() {
         );
         assert!(top.contains(mine), "-tagfocus={name}: no {mine}:\n{top}");
         assert!(
-            !top.contains(other),
-            "-tagfocus={name}: {other} kept:\n{top}"
+            !others(&top, mine),
+            "-tagfocus={name}: another's kept:\n{top}"
         );
     }
     let by_tid = go_pprof(
@@ -139,7 +154,7 @@ fn go_tool_pprof_sees_pid_tid_and_thread_names_and_focuses_on_one_thread() {
         &file,
     );
     assert!(
-        by_tid.contains("beta_spin") && !by_tid.contains("alpha_spin"),
+        by_tid.contains("beta_spin") && !others(&by_tid, "beta_spin"),
         "-tagfocus=tid=...:\n{by_tid}"
     );
 }
@@ -153,11 +168,8 @@ fn folded_roots_name_the_thread_or_the_process() {
     let threads = dir.join("threads.folded");
     let r = run(&bin, &["--per-thread", "-o", threads.to_str().unwrap()]);
     let stacks = folded_file(&threads);
-    for (name, mine, other) in [
-        ("spin-alpha", "alpha_spin", "beta_spin"),
-        ("spin-beta", "beta_spin", "alpha_spin"),
-    ] {
-        let root = format!("{name}-{};", r.tids[name]);
+    for (name, mine, tid_of) in NAMES {
+        let root = format!("{name}-{};", r.tids[tid_of]);
         let (with, n): (Vec<&String>, u64) = stacks
             .iter()
             .filter(|(s, _)| s.starts_with(&root))
@@ -167,7 +179,7 @@ fn folded_roots_name_the_thread_or_the_process() {
             });
         assert!(n >= 20, "{n} samples under {root}: {stacks:#?}");
         assert!(with.iter().any(|s| s.contains(mine)), "{root}: {with:#?}");
-        assert!(with.iter().all(|s| !s.contains(other)), "{root}: {with:#?}");
+        assert!(with.iter().all(|s| !others(s, mine)), "{root}: {with:#?}");
     }
     // Every stack starts with a thread.
     assert!(stacks
@@ -182,7 +194,7 @@ fn folded_roots_name_the_thread_or_the_process() {
         (m + if s.starts_with(&root) { *n } else { 0 }, a + n)
     });
     assert!(
-        mine >= 40 && mine == all,
+        mine >= 60 && mine == all,
         "{mine} of {all} under {root}: {stacks:#?}"
     );
 }
@@ -225,18 +237,19 @@ fn otlp_samples_carry_who_ran_by_the_semantic_conventions() {
     assert!(out.status.success(), "decoder: {}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let samples = v["profiles"][0]["samples"].as_array().unwrap();
-    for (name, mine) in [("spin-alpha", "alpha_spin"), ("spin-beta", "beta_spin")] {
-        let tid = r.tids[name];
+    for (name, mine, tid_of) in NAMES {
+        let tid = r.tids[tid_of];
         let of: Vec<&serde_json::Value> = samples
             .iter()
-            .filter(|s| s["attributes"]["thread.id"] == tid)
+            .filter(|s| s["attributes"]["thread.name"] == name)
             .collect();
-        assert!(!of.is_empty(), "no sample of thread {tid}");
+        assert!(!of.is_empty(), "no sample of {name}");
         for s in &of {
             let a = &s["attributes"];
             assert_eq!(a["process.pid"], r.pid, "{s}");
-            assert_eq!(a["thread.name"], name, "{s}");
+            assert_eq!(a["thread.id"], tid, "{s}");
             assert_eq!(a["process.executable.name"], "named_threads", "{s}");
+            assert!(!others(s["stack"].as_str().unwrap(), mine), "{s}");
         }
         assert!(of
             .iter()

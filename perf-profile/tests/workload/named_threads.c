@@ -1,6 +1,8 @@
 /* Two threads named by pthread_setname_np, "spin-alpha" -> alpha_spin and "spin-beta" ->
- * beta_spin, each for argv[1] seconds of its own CPU time, while main waits in pthread_join.
- * Prints "pid PID" and "NAME TID" for each thread, so that a test knows who ran. */
+ * beta_spin, each for argv[1] seconds of its own CPU time, while main waits in pthread_join;
+ * then spin-alpha renames itself "spin-omega" and runs omega_spin as long: a name is the one the
+ * thread had when sampled. Prints "pid PID" and "NAME TID" for each thread, so that a test knows
+ * who ran. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -43,6 +45,11 @@ KEEP void beta_spin(void) {
     AFTER_CALLS();
 }
 
+KEEP void omega_spin(void) {
+    spin();
+    AFTER_CALLS();
+}
+
 static pthread_barrier_t named;
 
 static void *run(void *arg) {
@@ -52,9 +59,11 @@ static void *run(void *arg) {
     fflush(stdout);
     /* Both named before either spins. */
     pthread_barrier_wait(&named);
-    if (name[5] == 'a')
+    if (name[5] == 'a') {
         alpha_spin();
-    else
+        pthread_setname_np(pthread_self(), "spin-omega");
+        omega_spin();
+    } else
         beta_spin();
     return NULL;
 }
