@@ -6,6 +6,8 @@
 //! - pprof: `go tool pprof -tags` lists the pid, both tids and the three thread names, and
 //!   `-tagfocus=thread_name:NAME` keeps that name's function and drops the others;
 //! - folded: `--per-thread` puts `NAME-TID` and `--per-process` `COMM-PID` at each stack's root;
+//! - pprof, in a container: run in a cgroup named as docker names its containers', the samples
+//!   carry the container id (root only: the test makes the cgroup);
 //! - OTLP: the official decoder reads `process.pid`, `thread.id`, `thread.name` and
 //!   `process.executable.name` on the samples (skipped without the decoder).
 
@@ -255,4 +257,86 @@ fn otlp_samples_carry_who_ran_by_the_semantic_conventions() {
             .iter()
             .any(|s| s["stack"].as_str().unwrap().contains(mine)));
     }
+}
+
+/// A cgroup made for a test, removed (once empty) when dropped.
+struct Cgroup(PathBuf);
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+        if let Some(parent) = self.0.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+/// A new cgroup `perf-profile-test-PID/NAME` in a hierarchy this process may write (cgroup v2, or
+/// v1's `pids`), or `None`.
+fn make_cgroup(name: &str) -> Option<Cgroup> {
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup/pids",
+    ] {
+        if !Path::new(root).join("cgroup.procs").is_file() {
+            continue;
+        }
+        let dir = Path::new(root)
+            .join(format!("perf-profile-test-{}", std::process::id()))
+            .join(name);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            return Some(Cgroup(dir));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_container_is_named_by_its_cgroup() {
+    require_sampling!();
+    require_cc!();
+    require!(
+        tests::is_root(),
+        Skip::Privilege,
+        "making a cgroup needs root"
+    );
+    require!(
+        have("go", "version"),
+        Skip::Environment,
+        "go is not installed (Debian: golang-go)"
+    );
+    const ID: &str = "5e1f0c2b9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
+    let Some(cgroup) = make_cgroup(&format!("docker-{ID}.scope")) else {
+        tests::skip(Skip::Environment, "no writable cgroup hierarchy");
+        return;
+    };
+    let dir = scratch("identity-container");
+    let bin = build(&dir);
+    let file = dir.join("out.pb.gz");
+    // The profiler (and the command it runs) joins the cgroup first, as a container's processes are
+    // in theirs.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+        cgroup.0.display()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .arg(command())
+        .args(["-F", "499", "-o", file.to_str().unwrap(), "--"])
+        .arg(&bin)
+        .arg("0.1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let tags = go_pprof(&dir, &["-tags"], &file);
+    println!("go tool pprof -tags:\n{tags}");
+    assert!(tags.contains("container_id:"), "{tags}");
+    assert!(tags.contains(ID), "{tags}");
+    let top = go_pprof(
+        &dir,
+        &["-top", &format!("-tagfocus=container_id:{ID}")],
+        &file,
+    );
+    assert!(top.contains("alpha_spin"), "{top}");
 }
