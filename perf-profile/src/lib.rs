@@ -7,7 +7,13 @@
 //! [`maps`] (address spaces from `/proc/PID/maps`, then from the records; kernel symbols) →
 //! [`unwind`] (the kernel's frame-pointer call chains, or copied user stacks unwound with framehop)
 //! → [`symbolize`] (blazesym, one lookup per unique frame, one batch per file) → [`aggregate`] (a
-//! stack table: a prefix tree of frames) → [`export`] (pprof, folded stacks, flame graph SVG, OTLP).
+//! stack table: a prefix tree of frames, each sample keyed by its stack and who ran it, from
+//! [`identity`]) → [`export`] (pprof, folded stacks, flame graph SVG, OTLP).
+//!
+//! Every sample says who ran: pprof labels `pid`, `tid`, `comm`, `thread_name`, `container_id`;
+//! OTLP attributes `process.pid`, `thread.id`, `process.executable.name`, `thread.name`,
+//! `container.id`; folded stacks and flame graphs by process or thread with
+//! [`Profile::set_folded_roots`].
 //!
 //! For fleets: [`Profiler::cut`] for continuous profiling, `push` (feature `push`) to send each
 //! cut to an OTLP/HTTP or Pyroscope endpoint without losing any silently, [`offcpu`] for where
