@@ -413,6 +413,131 @@ pub(crate) fn symbols<'a>(
         })
 }
 
+/// `sh_type` of a table of relocations with addends (`.rela.plt`).
+pub(crate) const SHT_RELA: u32 = 4;
+/// `e_machine` of x86-64 and of AArch64.
+pub(crate) const EM_X86_64: u16 = 62;
+pub(crate) const EM_AARCH64: u16 = 183;
+/// `ELF64_R_TYPE` of a PLT slot's relocation: x86-64's `R_X86_64_JUMP_SLOT`, AArch64's
+/// `R_AARCH64_JUMP_SLOT`.
+const R_X86_64_JUMP_SLOT: u32 = 7;
+const R_AARCH64_JUMP_SLOT: u32 = 1026;
+/// The size of a PLT entry on both (`.plt` after its header, and `.plt.sec`).
+pub(crate) const PLT_ENTRY: u64 = 16;
+/// The most bytes of `.rela.plt` read (a relocation per imported function: 24 bytes each).
+const MAX_RELA_PLT: u64 = 16 << 20;
+
+/// A PLT entry: the stub through which calls of an imported (or interposable) function go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PltEntry {
+    /// Its address as linked; it is [`PLT_ENTRY`] bytes long.
+    pub addr: u64,
+    /// Where the function's name is in the string table [`Plt::strings`] names.
+    pub name: u32,
+}
+
+/// The PLT entries of a file and the section (an index of the section headers) their names are in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Plt {
+    pub strings: usize,
+    pub entries: Vec<PltEntry>,
+}
+
+impl<S: Source> Elf<S> {
+    /// The PLT entries of a 64-bit x86-64 or AArch64 file with `sections` (its section headers),
+    /// each named after the function its `.rela.plt` relocation binds (`R_X86_64_JUMP_SLOT`,
+    /// `R_AARCH64_JUMP_SLOT`), as objdump and perf name them (`name@plt`, the caller adds the
+    /// suffix). Entry `n` jumps through `.got.plt`'s slot `n + 3` (the first three are the
+    /// dynamic linker's), which the relocation's `r_offset` names: the relocations' order is not
+    /// the entries' (libc lists its `IRELATIVE` ones last, their entries among the others);
+    /// without `.got.plt`, the `n`th relocation is entry `n`. Where entry `n` is:
+    /// - x86-64 with `.plt.sec` (`-z ibtplt`, IBT's layout): entry `n` of `.plt.sec`, 16 bytes each;
+    /// - x86-64 without: `.plt`'s entry `n + 1`, 16 bytes each, the first being the resolver's;
+    /// - AArch64: `.plt` after its 32-byte header, 16 bytes each.
+    ///
+    /// Entries past their section's end, relocations of other types (`IRELATIVE`) or of no symbol
+    /// are left out; `None` where the file has no such tables or they cannot be read.
+    pub(crate) fn plt(&mut self, sections: &[SectionHeader]) -> Option<Plt> {
+        let Header {
+            is64,
+            endian: e,
+            machine,
+            ..
+        } = self.header;
+        if !is64 {
+            return None;
+        }
+        let (slot, header) = match machine {
+            EM_X86_64 => (R_X86_64_JUMP_SLOT, PLT_ENTRY),
+            EM_AARCH64 => (R_AARCH64_JUMP_SLOT, 32),
+            _ => return None,
+        };
+        let named = |n: &[u8]| sections.iter().find(|s| s.name == n);
+        let rela = sections
+            .iter()
+            .find(|s| s.name == b".rela.plt" && s.kind == SHT_RELA)?;
+        let (code, first) = match named(b".plt.sec").filter(|_| machine == EM_X86_64) {
+            Some(sec) => (sec, 0),
+            None => (named(b".plt")?, header),
+        };
+        let dynsym = sections.get(usize::try_from(rela.link).ok()?)?;
+        if dynsym.kind != SHT_DYNSYM && dynsym.kind != SHT_SYMTAB {
+            return None;
+        }
+        let strings = usize::try_from(dynsym.link).ok()?;
+        sections.get(strings)?;
+        let relocs = self.section_data(rela, MAX_RELA_PLT)?;
+        let syms = self.section_data(dynsym, MAX_RELA_PLT.saturating_mul(2))?;
+        let symsize = usize::try_from(dynsym.entsize).ok().filter(|&n| n >= 24)?;
+        let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
+        let end = code.addr.checked_add(code.size)?;
+        let got = named(b".got.plt").map(|g| g.addr);
+        let mut entries = Vec::new();
+        for (n, r) in relocs.chunks_exact(relsize).enumerate() {
+            // Elf64_Rela: r_offset, r_info (symbol << 32 | type), r_addend.
+            let (Some(offset), Some(info)) = (e.u64(r, 0), e.u64(r, 8)) else {
+                continue;
+            };
+            let n = match got {
+                Some(got) => match offset
+                    .checked_sub(got)
+                    .filter(|d| d % 8 == 0)
+                    .and_then(|d| (d / 8).checked_sub(3))
+                {
+                    Some(n) => n,
+                    None => continue,
+                },
+                None => n as u64,
+            };
+            let Some(addr) = n
+                .checked_mul(PLT_ENTRY)
+                .and_then(|o| o.checked_add(first))
+                .and_then(|o| o.checked_add(code.addr))
+            else {
+                break;
+            };
+            if addr.checked_add(PLT_ENTRY).is_none_or(|a| a > end) {
+                continue;
+            }
+            let sym = usize::try_from(info >> 32).ok();
+            if info as u32 != slot || sym == Some(0) {
+                continue;
+            }
+            let Some(name) = sym
+                .and_then(|i| i.checked_mul(symsize))
+                .and_then(|at| e.u32(&syms, at))
+                .filter(|&n| n != 0)
+            else {
+                continue;
+            };
+            entries.push(PltEntry { addr, name });
+        }
+        entries.sort_unstable_by_key(|p| p.addr);
+        entries.dedup_by_key(|p| p.addr);
+        Some(Plt { strings, entries })
+    }
+}
+
 /// A `SHF_COMPRESSED` section's bytes: an `ElfN_Chdr` (type, size, alignment; 12 bytes, or 24 in
 /// a 64-bit file with a reserved word after the type), then zlib data of that size.
 fn decompress(h: Header, bytes: &[u8], max: u64) -> Option<Vec<u8>> {
@@ -1013,6 +1138,224 @@ pub(crate) mod tests {
         theirs.sort();
         assert!(ours.len() > 100, "{} functions", ours.len());
         assert_eq!(ours, theirs);
+    }
+
+    /// A file with `.dynsym`, `.dynstr`, `.rela.plt` and `.plt` (and `.plt.sec` at 0x2000 of
+    /// `sec` bytes where given) for `machine`: four relocations, `foo`, an `IRELATIVE` one,
+    /// `baz`, `bar`, of PLT entries 0 to 3. With `got`, a `.got.plt` and the relocations listed
+    /// as libc lists them, the `IRELATIVE` one last.
+    fn file_with_plt(
+        e: Endian,
+        machine: u16,
+        plt: usize,
+        sec: Option<usize>,
+        got: bool,
+    ) -> Vec<u8> {
+        let names = b"\0foo\0bar\0baz\0";
+        let syms = symbol_table(
+            true,
+            e,
+            &[
+                (0, 0, 0, 0),
+                (1, STT_FUNC, 0, 0),
+                (5, STT_FUNC, 0, 0),
+                (9, STT_FUNC, 0, 0),
+            ],
+        );
+        let (slot, irelative) = if machine == EM_AARCH64 {
+            (R_AARCH64_JUMP_SLOT, 1032)
+        } else {
+            (R_X86_64_JUMP_SLOT, 37)
+        };
+        let mut rela = Vec::new();
+        let mut relocs = vec![
+            (0u64, 1u64, slot),
+            (1, 0, irelative),
+            (2, 3, slot),
+            (3, 2, slot),
+        ];
+        if got {
+            let irelative = relocs.remove(1);
+            relocs.push(irelative);
+        }
+        for (entry, sym, kind) in relocs {
+            // .got.plt at 0x4000: entry n's slot is its 3 + n.
+            rela.extend(int(e, 0x4000 + 8 * (3 + entry), 8));
+            rela.extend(int(e, sym << 32 | u64::from(kind), 8));
+            rela.extend(int(e, 0, 8));
+        }
+        let (plt_code, sec_code) = (vec![0xcc; plt], vec![0xcc; sec.unwrap_or(0)]);
+        let mut sections = vec![
+            TestSection {
+                name: ".dynsym",
+                kind: SHT_DYNSYM,
+                bytes: &syms,
+                link: 2,
+                entsize: 24,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".dynstr",
+                kind: 3,
+                bytes: names,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".rela.plt",
+                kind: SHT_RELA,
+                bytes: &rela,
+                link: 1,
+                entsize: 24,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".plt",
+                kind: SHT_PROGBITS,
+                flags: 6,
+                addr: 0x1020,
+                bytes: &plt_code,
+                ..TestSection::default()
+            },
+        ];
+        if got {
+            sections.push(TestSection {
+                name: ".got.plt",
+                kind: SHT_PROGBITS,
+                flags: 3,
+                addr: 0x4000,
+                bytes: &[0; 8 * 7],
+                ..TestSection::default()
+            });
+        }
+        if sec.is_some() {
+            sections.push(TestSection {
+                name: ".plt.sec",
+                kind: SHT_PROGBITS,
+                flags: 6,
+                addr: 0x2000,
+                bytes: &sec_code,
+                ..TestSection::default()
+            });
+        }
+        let mut file = build_with(true, e, &[], &sections);
+        file[18..20].copy_from_slice(&int(e, machine.into(), 2));
+        file
+    }
+
+    /// The PLT entries of `file` as (address, name).
+    fn plt_of(file: &[u8]) -> Option<Vec<(u64, String)>> {
+        let mut elf = Elf::parse(file, reader(file))?;
+        let sections = elf.sections()?;
+        let plt = elf.plt(&sections)?;
+        let names = elf.section_data(&sections[plt.strings], 1 << 20)?;
+        Some(
+            plt.entries
+                .iter()
+                .map(|p| {
+                    let name = String::from_utf8_lossy(string_at(&names, p.name));
+                    (p.addr, name.into_owned())
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn plt_entries_are_named_by_their_relocations_in_each_layout() {
+        let named = |v: &[(u64, &str)]| -> Vec<(u64, String)> {
+            v.iter().map(|&(a, n)| (a, n.to_owned())).collect()
+        };
+        for (e, got) in [Endian::Little, Endian::Big]
+            .into_iter()
+            .flat_map(|e| [(e, false), (e, true)])
+        {
+            // x86-64 without .plt.sec: entry 0 is the resolver's, relocation n is entry n + 1;
+            // the IRELATIVE slot is an entry but no name.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, None, got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x1030, "foo"), (0x1050, "baz"), (0x1060, "bar")]),
+                "{e:?}, .got.plt {got}"
+            );
+            // With .plt.sec (IBT): relocation n is .plt.sec's entry n; .plt holds the
+            // resolver's code only.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, Some(4 * 16), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x2000, "foo"), (0x2020, "baz"), (0x2030, "bar")])
+            );
+            // A section too short for its relocations: the entries past its end are left out.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, Some(3 * 16 + 8), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x2000, "foo"), (0x2020, "baz")])
+            );
+            // AArch64: a 32-byte header, then 16 bytes an entry; no .plt.sec there.
+            let file = file_with_plt(e, EM_AARCH64, 32 + 4 * 16, Some(4 * 16), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x1040, "foo"), (0x1060, "baz"), (0x1070, "bar")])
+            );
+            // Another machine: nothing.
+            let mut file = file_with_plt(e, EM_X86_64, 5 * 16, None, got);
+            file[18..20].copy_from_slice(&int(e, 3, 2));
+            assert_eq!(plt_of(&file), None);
+        }
+        // Cut anywhere: nothing or less, never a panic.
+        let file = file_with_plt(Endian::Little, EM_X86_64, 5 * 16, Some(4 * 16), true);
+        for cut in 0..file.len() {
+            let _ = plt_of(&file[..cut]);
+        }
+    }
+
+    /// The PLT entries of a library of this machine's are those objdump names `name@plt`.
+    #[test]
+    fn a_system_librarys_plt_entries_are_those_objdump_names() {
+        let dirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"];
+        let libs: Vec<std::path::PathBuf> = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                (n.starts_with("libpython3.") && n.ends_with(".so.1.0")) || n == "libc.so.6"
+            })
+            .collect();
+        if libs.is_empty() {
+            println!("skipped: no libpython3.*.so.1.0 or libc.so.6 here");
+            return;
+        }
+        for lib in &libs {
+            let objdump = match std::process::Command::new("objdump")
+                .args(["-d", "--section=.plt", "--section=.plt.sec"])
+                .arg(lib)
+                .output()
+            {
+                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+                _ => {
+                    println!("skipped: objdump is not installed");
+                    return;
+                }
+            };
+            // `0000000000103030 <PyList_New@plt>:`, without IRELATIVE slots
+            // (`*ABS*+0x...@plt`).
+            let mut theirs: Vec<(u64, String)> = objdump
+                .lines()
+                .filter_map(|l| {
+                    let (addr, rest) = l.split_once(" <")?;
+                    let name = rest.strip_suffix("@plt>:")?;
+                    let addr = u64::from_str_radix(addr, 16).ok()?;
+                    (!name.starts_with("*ABS*")).then(|| (addr, name.to_owned()))
+                })
+                .collect();
+            let file = std::fs::read(lib).unwrap();
+            let mut ours = plt_of(&file).unwrap();
+            ours.sort();
+            theirs.sort();
+            assert!(!ours.is_empty(), "{lib:?}");
+            assert_eq!(ours, theirs, "{lib:?}");
+            println!("{lib:?}: {} PLT entries as objdump names them", ours.len());
+        }
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 /// after the one whose stacks last named it.
 pub const KEEP_INTERVALS: u64 = 6;
 
+/// The name of a frame whose address is in no mapping, as perf calls it.
+pub const UNKNOWN: &str = "[unknown]";
+
 /// Resolved frames, each resolved once while it is in use.
 pub struct Symbols {
     mode: Mode,
@@ -300,8 +303,14 @@ impl Symbols {
                 continue;
             }
             let lines = match (self.mode, frame) {
-                (Mode::None, _)
-                | (_, Frame::Unmapped { .. } | Frame::KernelHidden | Frame::Jit { .. }) => {
+                // An address in no mapping is no return address (a garbage word the frame
+                // pointer chain led to): perf's `[unknown]`, in every mode and output.
+                (_, Frame::Unmapped { .. }) => self.share(vec![Line {
+                    function: UNKNOWN.to_owned(),
+                    file: None,
+                    line: None,
+                }]),
+                (Mode::None, _) | (_, Frame::KernelHidden | Frame::Jit { .. }) => {
                     self.empty.clone()
                 }
                 (Mode::Local | Mode::Functions, Frame::Kernel { addr }) => {
@@ -364,7 +373,24 @@ impl Symbols {
             let Some((lines, changed)) = done else {
                 continue;
             };
-            let lines: Vec<Arc<[Line]>> = lines.into_iter().map(|l| self.share(l)).collect();
+            // What no symbol covers is named where it is, as perf prints a DSO's unresolved
+            // frames: a viewer that reads functions only (speedscope) shows it too.
+            let base = path.rsplit('/').next().unwrap_or(&path);
+            let lines: Vec<Arc<[Line]>> = lines
+                .into_iter()
+                .zip(&offsets)
+                .map(|(l, &offset)| {
+                    if l.is_empty() {
+                        self.share(vec![Line {
+                            function: format!("[{base}+{offset:#x}]"),
+                            file: None,
+                            line: None,
+                        }])
+                    } else {
+                        self.share(l)
+                    }
+                })
+                .collect();
             if changed && !self.changed.iter().any(|p| **p == *path) {
                 self.changed.push(path.to_string());
             }
@@ -607,6 +633,8 @@ struct FunctionTable {
     functions: Vec<RawSymbol>,
     /// The string tables: in the file itself (`false`) or its debug file, at (offset, size).
     strings: Vec<(bool, u64, u64)>,
+    /// The string table (an index of `strings`) of the PLT entries' names: theirs get `@plt`.
+    plt: Option<u8>,
     /// The separate debug file whose `.symtab` named a stripped file's functions, beneath
     /// [`untrusted::DEBUG_DIR`].
     debug: Option<String>,
@@ -681,7 +709,12 @@ impl FunctionTable {
                 let len = str_size.checked_sub(at)?.min(MAX_NAME);
                 let bytes = elf.read(str_off.checked_add(at)?, len, MAX_NAME)?;
                 let name = &bytes[..bytes.iter().position(|&b| b == 0)?];
-                (!name.is_empty()).then(|| demangle(&String::from_utf8_lossy(name)))
+                let name = (!name.is_empty()).then(|| demangle(&String::from_utf8_lossy(name)))?;
+                Some(if self.plt == Some(table) {
+                    format!("{name}@plt")
+                } else {
+                    name
+                })
             })
             .collect();
         Some(names)
@@ -828,12 +861,29 @@ impl FunctionTable {
                 }
             }
         }
+        // PLT entries, as perf adds them: `name@plt`, not the symbol before them (`_init`). A
+        // debug file's PLT takes no room in the file: the file's own names them.
+        if let Some(plt) = (!debug).then(|| elf.plt(&sections)).flatten() {
+            let strings = sections.get(plt.strings);
+            let cost = (plt.entries.len() * std::mem::size_of::<RawSymbol>()) as u64;
+            if let (Some(strings), Ok(table), true) =
+                (strings, u8::try_from(self.strings.len()), cost <= *left)
+            {
+                *left -= cost;
+                self.strings.push((false, strings.offset, strings.size));
+                self.plt = Some(table);
+                for p in plt.entries {
+                    symbols.push((p.addr, crate::elf::PLT_ENTRY, p.name, table, 1));
+                }
+            }
+        }
         has_symtab
     }
 
     /// The table of `symbols`: one per address (of aliases the one perf would pick: with a size,
-    /// then global before weak before local); a symbol of size 0 extends to the next one, as perf
-    /// reads them.
+    /// then global before weak before local); a symbol of size 0 extends to the next one (the
+    /// last to the end of the page after its own), as perf's `symbols__fixup_end` reads them;
+    /// others end where their size says, so that code past them is named by none.
     fn fill(&mut self, mut symbols: Vec<RawSymbol>) {
         // STB_GLOBAL 1, STB_WEAK 2, STB_LOCAL 0, others after.
         let binding = |b: u8| match b {
@@ -850,7 +900,7 @@ impl FunctionTable {
             let s = &mut symbols[i];
             s.1 = match (s.1, next) {
                 (0, Some(next)) => next,
-                (0, None) => s.0.saturating_add(1),
+                (0, None) => (s.0.saturating_add(0xfff) & !0xfff).saturating_add(0x1000),
                 (size, _) => s.0.saturating_add(size),
             };
         }
@@ -944,12 +994,68 @@ fn resolve_file(
     // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 28 to 53
     // MiB; keeping the two files resolved in consecutive intervals (libc and its debug file among
     // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file.
-    let lines = match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
-        Ok(syms) => syms.into_iter().map(lines_of).collect(),
-        Err(_) => none(),
-    };
+    let mut lines: Vec<Vec<Line>> =
+        match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
+            Ok(syms) => syms.into_iter().map(lines_of).collect(),
+            Err(_) => none(),
+        };
+    // blazesym knows no PLT: it names a stub after the symbol before it (`_init`), or nothing.
+    for (offset, name) in plt_names(file.file(), offsets) {
+        if let Some(l) = lines.get_mut(offset) {
+            *l = vec![Line {
+                function: name,
+                file: None,
+                line: None,
+            }];
+        }
+    }
     drop(file);
     (lines, false)
+}
+
+/// For those of `offsets` (file offsets) in a PLT entry of the ELF file `file`: their index and
+/// the entry's name, `name@plt` as perf gives it.
+#[cfg(feature = "symbolize")]
+fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
+    /// The most bytes of the PLT's string table read (`.dynstr`: a few hundred KiB).
+    const MAX_DYNSTR: u64 = 64 << 20;
+    let Some(mut elf) = crate::elf::of(file) else {
+        return Vec::new();
+    };
+    let sections = elf.sections().unwrap_or_default();
+    let Some(plt) = elf.plt(&sections).filter(|p| !p.entries.is_empty()) else {
+        return Vec::new();
+    };
+    let segments: Vec<_> = elf
+        .program_headers()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.kind == crate::elf::PT_LOAD)
+        .collect();
+    let Some(names) = sections
+        .get(plt.strings)
+        .and_then(|s| elf.section_data(s, MAX_DYNSTR))
+    else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (i, &offset) in offsets.iter().enumerate() {
+        let Some(addr) = segments.iter().find_map(|p| {
+            let inside = offset.checked_sub(p.offset).filter(|&d| d < p.filesz)?;
+            p.vaddr.checked_add(inside)
+        }) else {
+            continue;
+        };
+        let at = plt.entries.partition_point(|e| e.addr <= addr);
+        let Some(e) = at.checked_sub(1).and_then(|at| plt.entries.get(at)) else {
+            continue;
+        };
+        let name = crate::elf::string_at(&names, e.name);
+        if addr - e.addr < crate::elf::PLT_ENTRY && !name.is_empty() {
+            found.push((i, format!("{}@plt", String::from_utf8_lossy(name))));
+        }
+    }
+    found
 }
 
 /// Whether the ELF file `file` names another file for its debug information (a section
@@ -1060,10 +1166,12 @@ mod tests {
         symbols.resolve(&frames, &maps, &kernel);
         assert!(Arc::ptr_eq(&named, &symbols.shared_lines(&frames[0])));
         assert_eq!(Arc::strong_count(&named), 2, "the cache's and `named`");
-        // Unresolved frames share one empty list.
+        // An address in no mapping is perf's `[unknown]`; unresolved frames share one empty
+        // list.
+        assert_eq!(symbols.lines(&frames[1])[0].function, "[unknown]");
         let (a, b) = (
-            symbols.shared_lines(&frames[1]),
             symbols.shared_lines(&frames[2]),
+            symbols.shared_lines(&Frame::KernelHidden),
         );
         assert!(a.is_empty() && Arc::ptr_eq(&a, &b));
         assert!(symbols.lines(&Frame::Kernel { addr: 1 }).is_empty());
@@ -1201,8 +1309,9 @@ mod tests {
             (0x40_1200, 0x20, 40, 0, 1),
             (0x40_1200, 0, 45, 0, 1),
             (0x40_1300, 0, 50, 1, 1),
+            (0x40_1500, 0, 70, 0, 1),
         ]);
-        assert_eq!(t.functions.len(), 4, "one per address");
+        assert_eq!(t.functions.len(), 5, "one per address");
         let at = |o| t.function_at(o);
         assert_eq!(at(0x1100), Some((0, 10)));
         assert_eq!(at(0x110f), Some((0, 10)));
@@ -1212,6 +1321,8 @@ mod tests {
         assert_eq!(at(0x13ff), Some((1, 50)));
         assert_eq!(at(0x1404), Some((0, 60)));
         assert_eq!(at(0x1408), None);
+        // The last, of size 0: to the end of the page after its own, as perf's fixup has it.
+        assert_eq!(at(0x1fff), Some((0, 70)));
         assert_eq!(at(0x10ff), None, "before the first function");
         assert_eq!(at(0x2100), None, "outside every segment");
         assert!(t.bytes() >= 4 * 24);
