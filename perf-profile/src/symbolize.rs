@@ -20,8 +20,14 @@
 //! first. A continuous capture on a steady machine then reads each file once, not each interval's
 //! new frames' DWARF again.
 //!
+//! Names are perf's: a PLT stub is `name@plt` (read from `.rela.plt`, in both modes), a symbol
+//! covers its size only (one of size 0 up to the next symbol, as perf's `symbols__fixup_end`
+//! extends it), code of a file no symbol covers is `[libname+0xOFF]` (its file offset, so that a
+//! viewer that reads functions only shows it), and an address in no mapping is [`UNKNOWN`].
+//!
 //! [`Mode::None`] resolves nothing: profiles then carry addresses, mappings and build ids for a
-//! backend that symbolizes (Parca, Pyroscope).
+//! backend that symbolizes (Parca, Pyroscope); an address in no mapping, which no backend can
+//! name, is [`UNKNOWN`] there too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +65,8 @@ pub enum Mode {
     /// within a CPU budget.
     #[doc(alias = "symtab")]
     Functions,
-    /// Nothing: addresses, mappings and build ids only.
+    /// Nothing: addresses, mappings and build ids only (an address in no mapping is still
+    /// [`UNKNOWN`]).
     None,
 }
 
