@@ -421,6 +421,9 @@ pub(crate) const EM_AARCH64: u16 = 183;
 /// `ELF64_R_TYPE` of a PLT slot's relocation: x86-64's `R_X86_64_JUMP_SLOT`, AArch64's
 /// `R_AARCH64_JUMP_SLOT`.
 const R_X86_64_JUMP_SLOT: u32 = 7;
+/// `ELF64_R_TYPE` of a GOT slot holding a symbol's address (`.rela.dyn`), which a `.plt.got`
+/// entry jumps through.
+const R_X86_64_GLOB_DAT: u32 = 6;
 const R_AARCH64_JUMP_SLOT: u32 = 1026;
 /// The size of a PLT entry on both (`.plt` after its header, and `.plt.sec`).
 pub(crate) const PLT_ENTRY: u64 = 16;
@@ -430,8 +433,10 @@ const MAX_RELA_PLT: u64 = 16 << 20;
 /// A PLT entry: the stub through which calls of an imported (or interposable) function go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PltEntry {
-    /// Its address as linked; it is [`PLT_ENTRY`] bytes long.
+    /// Its address as linked.
     pub addr: u64,
+    /// Its bytes: [`PLT_ENTRY`], or 8 in a `.plt.got` without IBT.
+    pub size: u64,
     /// Where the function's name is in the string table [`Plt::strings`] names.
     pub name: u32,
 }
@@ -453,7 +458,9 @@ impl<S: Source> Elf<S> {
     /// without `.got.plt`, the `n`th relocation is entry `n`. Where entry `n` is:
     /// - x86-64 with `.plt.sec` (`-z ibtplt`, IBT's layout): entry `n` of `.plt.sec`, 16 bytes each;
     /// - x86-64 without: `.plt`'s entry `n + 1`, 16 bytes each, the first being the resolver's;
-    /// - AArch64: `.plt` after its 32-byte header, 16 bytes each.
+    /// - AArch64: `.plt` after its 32-byte header, 16 bytes each;
+    ///
+    /// and x86-64's `.plt.got` entries (see `plt_got`).
     ///
     /// Entries past their section's end, relocations of other types (`IRELATIVE`) or of no symbol
     /// are left out; `None` where the file has no such tables or they cannot be read.
@@ -530,11 +537,81 @@ impl<S: Source> Elf<S> {
             else {
                 continue;
             };
-            entries.push(PltEntry { addr, name });
+            entries.push(PltEntry {
+                addr,
+                size: PLT_ENTRY,
+                name,
+            });
+        }
+        if machine == EM_X86_64 {
+            self.plt_got(sections, rela.link, &syms, symsize, &mut entries);
         }
         entries.sort_unstable_by_key(|p| p.addr);
         entries.dedup_by_key(|p| p.addr);
         Some(Plt { strings, entries })
+    }
+}
+
+impl<S: Source> Elf<S> {
+    /// Adds the entries of x86-64's `.plt.got` to `entries`: stubs of functions whose address the
+    /// file also takes, which jump through the GOT slot a `.rela.dyn` `R_X86_64_GLOB_DAT`
+    /// relocation fills (malloc and free in libpython). An entry (8 bytes, 16 with IBT's
+    /// `endbr64`) is read for its `jmp *disp32(%rip)` (`ff 25`, after `endbr64` and a `bnd`
+    /// prefix where there are), whose slot names it. The relocations' symbols must be those of
+    /// `.rela.plt` (the table at section `dynsym`, `syms`, entries of `symsize` bytes).
+    fn plt_got(
+        &mut self,
+        sections: &[SectionHeader],
+        dynsym: u32,
+        syms: &[u8],
+        symsize: usize,
+        entries: &mut Vec<PltEntry>,
+    ) -> Option<()> {
+        let e = self.header.endian;
+        let named = |n: &[u8]| sections.iter().find(|s| s.name == n);
+        let code = named(b".plt.got")?;
+        let rela = named(b".rela.dyn").filter(|r| r.kind == SHT_RELA && r.link == dynsym)?;
+        let size = match code.entsize {
+            8 | 16 => code.entsize,
+            _ => 8,
+        };
+        let bytes = self.section_data(code, MAX_RELA_PLT)?;
+        let relocs = self.section_data(rela, MAX_RELA_PLT)?;
+        let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
+        // GOT slot -> the symbol's name, of the GLOB_DAT relocations.
+        let mut slots: Vec<(u64, u32)> = relocs
+            .chunks_exact(relsize)
+            .filter_map(|r| {
+                let (offset, info) = (e.u64(r, 0)?, e.u64(r, 8)?);
+                if info as u32 != R_X86_64_GLOB_DAT {
+                    return None;
+                }
+                let at = usize::try_from(info >> 32).ok()?.checked_mul(symsize)?;
+                Some((offset, e.u32(syms, at).filter(|&n| n != 0)?))
+            })
+            .collect();
+        slots.sort_unstable();
+        let step = usize::try_from(size).ok()?;
+        for (k, entry) in bytes.chunks_exact(step).enumerate() {
+            let Some(jmp) = entry.windows(2).position(|w| w == [0xff, 0x25]) else {
+                continue;
+            };
+            // x86-64 code is little-endian whatever the file says.
+            let Some(disp) = Endian::Little.u32(entry, jmp + 2) else {
+                continue;
+            };
+            let addr = code.addr.checked_add(k as u64 * size)?;
+            let next = addr.checked_add(jmp as u64 + 6)?;
+            let slot = next.wrapping_add_signed(i64::from(disp as i32));
+            if let Ok(i) = slots.binary_search_by_key(&slot, |s| s.0) {
+                entries.push(PltEntry {
+                    addr,
+                    size,
+                    name: slots[i].1,
+                });
+            }
+        }
+        Some(())
     }
 }
 
@@ -1307,6 +1384,65 @@ pub(crate) mod tests {
         }
     }
 
+    #[test]
+    fn plt_got_entries_are_named_by_the_got_slot_they_jump_through() {
+        let e = Endian::Little;
+        let names = b"\0foo\0bar\0";
+        let syms = symbol_table(
+            true,
+            e,
+            &[(0, 0, 0, 0), (1, STT_FUNC, 0, 0), (5, STT_FUNC, 0, 0)],
+        );
+        let rela = |relocs: &[(u64, u64, u32)]| {
+            let mut out = Vec::new();
+            for &(offset, sym, kind) in relocs {
+                out.extend(int(e, offset, 8));
+                out.extend(int(e, sym << 32 | u64::from(kind), 8));
+                out.extend(int(e, 0, 8));
+            }
+            out
+        };
+        // GLOB_DAT: foo's address at 0x5000, bar's at 0x5008; a RELATIVE one (8) at 0x6000.
+        let dyn_relocs = rela(&[(0x5000, 1, 6), (0x5008, 2, 6), (0x6000, 0, 8)]);
+        // `jmp *disp32(%rip)` then `xchg %ax,%ax`: to bar's slot, foo's, one with no symbol.
+        let mut got_code = Vec::new();
+        for (at, slot) in [(0x3000u64, 0x5008u64), (0x3008, 0x5000), (0x3010, 0x6000)] {
+            got_code.extend([0xff, 0x25]);
+            got_code.extend(((slot - (at + 6)) as u32).to_le_bytes());
+            got_code.extend([0x66, 0x90]);
+        }
+        let section = |name, kind, addr, bytes, link, entsize| TestSection {
+            name,
+            kind,
+            addr,
+            bytes,
+            link,
+            entsize,
+            ..TestSection::default()
+        };
+        let plt_code = [0xcc; 16];
+        let file = build_with(
+            true,
+            e,
+            &[],
+            &[
+                section(".dynsym", SHT_DYNSYM, 0, &syms, 2, 24),
+                section(".dynstr", 3, 0, names, 0, 0),
+                section(".rela.plt", SHT_RELA, 0, &[], 1, 24),
+                section(".plt", SHT_PROGBITS, 0x1020, &plt_code, 0, 16),
+                section(".rela.dyn", SHT_RELA, 0, &dyn_relocs, 1, 24),
+                section(".plt.got", SHT_PROGBITS, 0x3000, &got_code, 0, 8),
+            ],
+        );
+        assert_eq!(
+            plt_of(&file).unwrap(),
+            [(0x3000, "bar".to_owned()), (0x3008, "foo".to_owned())]
+        );
+        for cut in 0..file.len() {
+            let _ = plt_of(&file[..cut]);
+        }
+    }
+
     /// The PLT entries of a library of this machine's are those objdump names `name@plt`.
     #[test]
     fn a_system_librarys_plt_entries_are_those_objdump_names() {
@@ -1327,7 +1463,12 @@ pub(crate) mod tests {
         }
         for lib in &libs {
             let objdump = match std::process::Command::new("objdump")
-                .args(["-d", "--section=.plt", "--section=.plt.sec"])
+                .args([
+                    "-d",
+                    "--section=.plt",
+                    "--section=.plt.sec",
+                    "--section=.plt.got",
+                ])
                 .arg(lib)
                 .output()
             {

@@ -880,7 +880,7 @@ impl FunctionTable {
                 self.strings.push((false, strings.offset, strings.size));
                 self.plt = Some(table);
                 for p in plt.entries {
-                    symbols.push((p.addr, crate::elf::PLT_ENTRY, p.name, table, 1));
+                    symbols.push((p.addr, p.size, p.name, table, 1));
                 }
             }
         }
@@ -1058,7 +1058,7 @@ fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
             continue;
         };
         let name = crate::elf::string_at(&names, e.name);
-        if addr - e.addr < crate::elf::PLT_ENTRY && !name.is_empty() {
+        if addr - e.addr < e.size && !name.is_empty() {
             found.push((i, format!("{}@plt", String::from_utf8_lossy(name))));
         }
     }
