@@ -355,7 +355,13 @@ impl Symbols {
                                 }
                             }
                         }
-                        _ => self.empty.clone(),
+                        // Not a file (`[vdso]`, `//anon`, a deleted file): where it is, too.
+                        Some(m) => self.share(vec![Line {
+                            function: located(&m.path, m.file_offset_of(addr)),
+                            file: None,
+                            line: None,
+                        }]),
+                        None => self.empty.clone(),
                     }
                 }
             };
@@ -382,14 +388,13 @@ impl Symbols {
             };
             // What no symbol covers is named where it is, as perf prints a DSO's unresolved
             // frames: a viewer that reads functions only (speedscope) shows it too.
-            let base = path.rsplit('/').next().unwrap_or(&path);
             let lines: Vec<Arc<[Line]>> = lines
                 .into_iter()
                 .zip(&offsets)
                 .map(|(l, &offset)| {
                     if l.is_empty() {
                         self.share(vec![Line {
-                            function: format!("[{base}+{offset:#x}]"),
+                            function: located(&path, offset),
                             file: None,
                             line: None,
                         }])
@@ -1098,6 +1103,15 @@ fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
     }
 }
 
+/// The name of code at `offset` of the mapped `path` that no symbol covers, as perf prints a DSO's
+/// unresolved frames: `[libc.so.6+0x2a0f3]`, `[vdso+0xc01]`, `[anon+0x10]`.
+fn located(path: &str, offset: u64) -> String {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let base = base.trim_start_matches('[').trim_end_matches(']');
+    let base = if base.is_empty() { "anon" } else { base };
+    format!("[{base}+{offset:#x}]")
+}
+
 /// A symbolizer with empty caches: names, file:line and inlined functions, demangled.
 #[cfg(feature = "symbolize")]
 fn new_symbolizer() -> blazesym::symbolize::Symbolizer {
@@ -1182,6 +1196,36 @@ mod tests {
         );
         assert!(a.is_empty() && Arc::ptr_eq(&a, &b));
         assert!(symbols.lines(&Frame::Kernel { addr: 1 }).is_empty());
+    }
+
+    /// Code that no symbol can name gets where it is as its function (perf's DSO+offset form), in
+    /// `local` and `functions`; `none` leaves it to the backend.
+    #[test]
+    fn code_outside_files_is_named_where_it_is() {
+        assert_eq!(located("/usr/lib/libx.so.1", 0x1234), "[libx.so.1+0x1234]");
+        assert_eq!(located("[vdso]", 0xc01), "[vdso+0xc01]");
+        assert_eq!(located("//anon", 0x10), "[anon+0x10]");
+        assert_eq!(located("", 0x10), "[anon+0x10]");
+        assert_eq!(located("/tmp/a.so (deleted)", 0), "[a.so (deleted)+0x0]");
+        let mut maps = AddressSpaces::new();
+        maps.mmap(1, 0x7000_0000, 0x2000, 0, "[vdso]", None);
+        let frame = Frame::User {
+            mapping: maps.find(1, 0x7000_0c01).unwrap(),
+            addr: 0x7000_0c01,
+        };
+        let kernel = KernelSymbols::default();
+        for mode in [Mode::Local, Mode::Functions] {
+            let mut symbols = Symbols::new(mode);
+            symbols.resolve(&[frame], &maps, &kernel);
+            assert_eq!(
+                symbols.lines(&frame)[0].function,
+                "[vdso+0xc01]",
+                "{mode:?}"
+            );
+        }
+        let mut symbols = Symbols::new(Mode::None);
+        symbols.resolve(&[frame], &maps, &kernel);
+        assert!(symbols.lines(&frame).is_empty());
     }
 
     #[test]
