@@ -261,3 +261,59 @@ fn plt_stubs_and_code_no_symbol_covers_are_named_as_perf_names_them() {
     assert_eq!(symbols.lines(&frames[5])[0].function, "[unknown]");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A frame pointer chain led to garbage (`tests/workload/badframe.c`): the return address it
+/// reads, 0x31333436383a3d3e, is in no mapping and is perf's `[unknown]` in every output (folded,
+/// the pprof function, the OTLP string table), never a raw address.
+#[test]
+fn a_garbage_return_address_is_unknown_in_every_output() {
+    require_sampling!();
+    require_cc!();
+    if !cfg!(target_arch = "x86_64") {
+        tests::skip(
+            tests::Skip::Environment,
+            "the workload's fake frame is x86-64's",
+        );
+        return;
+    }
+    let dir = scratch("names-garbage");
+    let bin = cc(&dir, "badframe", "badframe.c", common::FRAME_POINTERS, &[]);
+    let (folded, pb, otlp) = (
+        dir.join("x.folded"),
+        dir.join("x.pb.gz"),
+        dir.join("x.otlp"),
+    );
+    let mut args = vec!["-F", "999"];
+    for out in [&folded, &pb, &otlp] {
+        args.extend(["-o", out.to_str().unwrap()]);
+    }
+    args.extend(["--", bin.to_str().unwrap(), "1"]);
+    profile_ok(&args);
+    let stacks = folded_file(&folded);
+    let unknown = common::samples_with(&stacks, "[unknown];bad_frame");
+    let total: u64 = stacks.values().sum();
+    assert!(
+        unknown * 2 > total && !stacks.keys().any(|s| s.contains("0x313334")),
+        "{stacks:#?}"
+    );
+    let p = pprof(&pb);
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let garbage = p
+        .location
+        .iter()
+        .find(|l| l.address >> 8 == 0x31333436383a3d)
+        .expect("the garbage address's location");
+    let named: Vec<&str> = garbage
+        .line
+        .iter()
+        .filter_map(|l| p.function.iter().find(|f| f.id == l.function_id))
+        .map(|f| s(f.name))
+        .collect();
+    assert_eq!(named, ["[unknown]"], "{garbage:?}");
+    let otlp = std::fs::read(&otlp).unwrap();
+    assert!(
+        otlp.windows(9).any(|w| w == b"[unknown]"),
+        "no [unknown] in the OTLP strings"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
