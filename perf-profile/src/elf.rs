@@ -494,7 +494,6 @@ impl<S: Source> Elf<S> {
         let strings = usize::try_from(dynsym.link).ok()?;
         sections.get(strings)?;
         let relocs = self.section_data(rela, MAX_RELA_PLT)?;
-        let syms = self.section_data(dynsym, MAX_RELA_PLT.saturating_mul(2))?;
         let symsize = usize::try_from(dynsym.entsize).ok().filter(|&n| n >= 24)?;
         let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
         let end = code.addr.checked_add(code.size)?;
@@ -526,29 +525,47 @@ impl<S: Source> Elf<S> {
             if addr.checked_add(PLT_ENTRY).is_none_or(|a| a > end) {
                 continue;
             }
-            let sym = usize::try_from(info >> 32).ok();
-            if info as u32 != slot || sym == Some(0) {
-                continue;
-            }
-            let Some(name) = sym
-                .and_then(|i| i.checked_mul(symsize))
-                .and_then(|at| e.u32(&syms, at))
-                .filter(|&n| n != 0)
-            else {
+            // The symbol's index for now; its name's offset below.
+            let Ok(sym) = u32::try_from(info >> 32) else {
                 continue;
             };
+            if info as u32 != slot || sym == 0 {
+                continue;
+            }
             entries.push(PltEntry {
                 addr,
                 size: PLT_ENTRY,
-                name,
+                name: sym,
             });
         }
         if machine == EM_X86_64 {
-            self.plt_got(sections, rela.link, &syms, symsize, &mut entries);
+            self.plt_got(sections, rela.link, &mut entries);
         }
         entries.sort_unstable_by_key(|p| p.addr);
         entries.dedup_by_key(|p| p.addr);
-        Some(Plt { strings, entries })
+        // Each symbol's st_name, read alone: the table (.dynsym, MiBs in a large library) is not
+        // read whole for the few it names here.
+        let count = dynsym.size / symsize as u64;
+        let mut named = Vec::with_capacity(entries.len());
+        for mut p in entries {
+            let sym = u64::from(p.name);
+            let at = sym
+                .checked_mul(symsize as u64)
+                .and_then(|o| o.checked_add(dynsym.offset));
+            let name = at
+                .filter(|_| sym < count)
+                .and_then(|at| self.read(at, 4, 4))
+                .and_then(|b| e.u32(&b, 0))
+                .filter(|&n| n != 0);
+            if let Some(name) = name {
+                p.name = name;
+                named.push(p);
+            }
+        }
+        Some(Plt {
+            strings,
+            entries: named,
+        })
     }
 }
 
@@ -558,13 +575,11 @@ impl<S: Source> Elf<S> {
     /// relocation fills (malloc and free in libpython). An entry (8 bytes, 16 with IBT's
     /// `endbr64`) is read for its `jmp *disp32(%rip)` (`ff 25`, after `endbr64` and a `bnd`
     /// prefix where there are), whose slot names it. The relocations' symbols must be those of
-    /// `.rela.plt` (the table at section `dynsym`, `syms`, entries of `symsize` bytes).
+    /// `.rela.plt` (the table at section `dynsym`); each entry's `name` is its symbol's index.
     fn plt_got(
         &mut self,
         sections: &[SectionHeader],
         dynsym: u32,
-        syms: &[u8],
-        symsize: usize,
         entries: &mut Vec<PltEntry>,
     ) -> Option<()> {
         let e = self.header.endian;
@@ -578,7 +593,7 @@ impl<S: Source> Elf<S> {
         let bytes = self.section_data(code, MAX_RELA_PLT)?;
         let relocs = self.section_data(rela, MAX_RELA_PLT)?;
         let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
-        // GOT slot -> the symbol's name, of the GLOB_DAT relocations.
+        // GOT slot -> the symbol's index, of the GLOB_DAT relocations.
         let mut slots: Vec<(u64, u32)> = relocs
             .chunks_exact(relsize)
             .filter_map(|r| {
@@ -586,8 +601,8 @@ impl<S: Source> Elf<S> {
                 if info as u32 != R_X86_64_GLOB_DAT {
                     return None;
                 }
-                let at = usize::try_from(info >> 32).ok()?.checked_mul(symsize)?;
-                Some((offset, e.u32(syms, at).filter(|&n| n != 0)?))
+                let sym = u32::try_from(info >> 32).ok().filter(|&s| s != 0)?;
+                Some((offset, sym))
             })
             .collect();
         slots.sort_unstable();

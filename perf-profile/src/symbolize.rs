@@ -1035,6 +1035,16 @@ fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
         return Vec::new();
     };
     let sections = elf.sections().unwrap_or_default();
+    // Most batches hold no PLT frame: then no relocation is read.
+    let in_plt = |o: u64| {
+        sections.iter().any(|s| {
+            matches!(&s.name[..], b".plt" | b".plt.sec" | b".plt.got")
+                && o.checked_sub(s.offset).is_some_and(|d| d < s.size)
+        })
+    };
+    if !offsets.iter().any(|&o| in_plt(o)) {
+        return Vec::new();
+    }
     let Some(plt) = elf.plt(&sections).filter(|p| !p.entries.is_empty()) else {
         return Vec::new();
     };
