@@ -138,7 +138,7 @@ struct Cached {
 struct FileLines {
     build_id: Option<Vec<u8>>,
     offsets: HashMap<u64, Cached>,
-    /// It was rebuilt since it was mapped: its frames stay unresolved.
+    /// It was rebuilt since it was mapped: its frames get no symbol (only where they are).
     changed: bool,
 }
 
@@ -154,8 +154,8 @@ impl std::fmt::Debug for Symbols {
 }
 
 impl Symbols {
-    /// An empty cache for `mode`. Without the `symbolize` feature, user frames stay unresolved in
-    /// [`Mode::Local`], and [`Mode::Functions`] gives names as the symbol tables have them (not
+    /// An empty cache for `mode`. Without the `symbolize` feature, user frames get no symbol in
+    /// [`Mode::Local`] (only where they are, `[libx.so+0xOFF]`), and [`Mode::Functions`] gives names as the symbol tables have them (not
     /// demangled).
     pub fn new(mode: Mode) -> Self {
         Self {
@@ -203,7 +203,7 @@ impl Symbols {
     }
 
     /// Files that were rebuilt since they were mapped (their build id differs): their frames are
-    /// left unresolved rather than named wrongly.
+    /// named where they are (`[libx.so+0xOFF]`) rather than named wrongly.
     pub fn changed_files(&self) -> &[String] {
         &self.changed
     }
