@@ -413,6 +413,223 @@ pub(crate) fn symbols<'a>(
         })
 }
 
+/// `sh_type` of a table of relocations with addends (`.rela.plt`).
+pub(crate) const SHT_RELA: u32 = 4;
+/// `e_machine` of x86-64 and of AArch64.
+pub(crate) const EM_X86_64: u16 = 62;
+pub(crate) const EM_AARCH64: u16 = 183;
+/// `ELF64_R_TYPE` of a PLT slot's relocation: x86-64's `R_X86_64_JUMP_SLOT`, AArch64's
+/// `R_AARCH64_JUMP_SLOT`.
+const R_X86_64_JUMP_SLOT: u32 = 7;
+/// `ELF64_R_TYPE` of a GOT slot holding a symbol's address (`.rela.dyn`), which a `.plt.got`
+/// entry jumps through.
+const R_X86_64_GLOB_DAT: u32 = 6;
+const R_AARCH64_JUMP_SLOT: u32 = 1026;
+/// The size of a PLT entry on both (`.plt` after its header, and `.plt.sec`).
+pub(crate) const PLT_ENTRY: u64 = 16;
+/// The most bytes of `.rela.plt` read (a relocation per imported function: 24 bytes each).
+const MAX_RELA_PLT: u64 = 16 << 20;
+
+/// A PLT entry: the stub through which calls of an imported (or interposable) function go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PltEntry {
+    /// Its address as linked.
+    pub addr: u64,
+    /// Its bytes: [`PLT_ENTRY`], or 8 in a `.plt.got` without IBT.
+    pub size: u64,
+    /// Where the function's name is in the string table [`Plt::strings`] names.
+    pub name: u32,
+}
+
+/// The PLT entries of a file and the section (an index of the section headers) their names are in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Plt {
+    pub strings: usize,
+    pub entries: Vec<PltEntry>,
+}
+
+impl<S: Source> Elf<S> {
+    /// The PLT entries of a 64-bit x86-64 or AArch64 file with `sections` (its section headers),
+    /// each named after the function its `.rela.plt` relocation binds (`R_X86_64_JUMP_SLOT`,
+    /// `R_AARCH64_JUMP_SLOT`), as objdump and perf name them (`name@plt`, the caller adds the
+    /// suffix). Entry `n` jumps through `.got.plt`'s slot `n + 3` (the first three are the
+    /// dynamic linker's), which the relocation's `r_offset` names: the relocations' order is not
+    /// the entries' (libc lists its `IRELATIVE` ones last, their entries among the others);
+    /// without `.got.plt`, the `n`th relocation is entry `n`. Where entry `n` is:
+    /// - x86-64 with `.plt.sec` (`-z ibtplt`, IBT's layout): entry `n` of `.plt.sec`, 16 bytes each;
+    /// - x86-64 without: `.plt`'s entry `n + 1`, 16 bytes each, the first being the resolver's;
+    /// - AArch64: `.plt` after its 32-byte header, 16 bytes each;
+    ///
+    /// and x86-64's `.plt.got` entries (see `plt_got`).
+    ///
+    /// Entries past their section's end, relocations of other types (`IRELATIVE`) or of no symbol
+    /// are left out; `None` where the file has no such tables or they cannot be read.
+    pub(crate) fn plt(&mut self, sections: &[SectionHeader]) -> Option<Plt> {
+        let Header {
+            is64,
+            endian: e,
+            machine,
+            ..
+        } = self.header;
+        if !is64 {
+            return None;
+        }
+        let (slot, header) = match machine {
+            EM_X86_64 => (R_X86_64_JUMP_SLOT, PLT_ENTRY),
+            EM_AARCH64 => (R_AARCH64_JUMP_SLOT, 32),
+            _ => return None,
+        };
+        let named = |n: &[u8]| sections.iter().find(|s| s.name == n);
+        let rela = sections
+            .iter()
+            .find(|s| s.name == b".rela.plt" && s.kind == SHT_RELA)?;
+        let (code, first) = match named(b".plt.sec").filter(|_| machine == EM_X86_64) {
+            Some(sec) => (sec, 0),
+            None => (named(b".plt")?, header),
+        };
+        let dynsym = sections.get(usize::try_from(rela.link).ok()?)?;
+        if dynsym.kind != SHT_DYNSYM && dynsym.kind != SHT_SYMTAB {
+            return None;
+        }
+        let strings = usize::try_from(dynsym.link).ok()?;
+        sections.get(strings)?;
+        let relocs = self.section_data(rela, MAX_RELA_PLT)?;
+        let symsize = usize::try_from(dynsym.entsize).ok().filter(|&n| n >= 24)?;
+        let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
+        let end = code.addr.checked_add(code.size)?;
+        let got = named(b".got.plt").map(|g| g.addr);
+        let mut entries = Vec::new();
+        for (n, r) in relocs.chunks_exact(relsize).enumerate() {
+            // Elf64_Rela: r_offset, r_info (symbol << 32 | type), r_addend.
+            let (Some(offset), Some(info)) = (e.u64(r, 0), e.u64(r, 8)) else {
+                continue;
+            };
+            let n = match got {
+                Some(got) => match offset
+                    .checked_sub(got)
+                    .filter(|d| d % 8 == 0)
+                    .and_then(|d| (d / 8).checked_sub(3))
+                {
+                    Some(n) => n,
+                    None => continue,
+                },
+                None => n as u64,
+            };
+            let Some(addr) = n
+                .checked_mul(PLT_ENTRY)
+                .and_then(|o| o.checked_add(first))
+                .and_then(|o| o.checked_add(code.addr))
+            else {
+                break;
+            };
+            if addr.checked_add(PLT_ENTRY).is_none_or(|a| a > end) {
+                continue;
+            }
+            // The symbol's index for now; its name's offset below.
+            let Ok(sym) = u32::try_from(info >> 32) else {
+                continue;
+            };
+            if info as u32 != slot || sym == 0 {
+                continue;
+            }
+            entries.push(PltEntry {
+                addr,
+                size: PLT_ENTRY,
+                name: sym,
+            });
+        }
+        if machine == EM_X86_64 {
+            self.plt_got(sections, rela.link, &mut entries);
+        }
+        entries.sort_unstable_by_key(|p| p.addr);
+        entries.dedup_by_key(|p| p.addr);
+        // Each symbol's st_name, read alone: the table (.dynsym, MiBs in a large library) is not
+        // read whole for the few it names here.
+        let count = dynsym.size / symsize as u64;
+        let mut named = Vec::with_capacity(entries.len());
+        for mut p in entries {
+            let sym = u64::from(p.name);
+            let at = sym
+                .checked_mul(symsize as u64)
+                .and_then(|o| o.checked_add(dynsym.offset));
+            let name = at
+                .filter(|_| sym < count)
+                .and_then(|at| self.read(at, 4, 4))
+                .and_then(|b| e.u32(&b, 0))
+                .filter(|&n| n != 0);
+            if let Some(name) = name {
+                p.name = name;
+                named.push(p);
+            }
+        }
+        Some(Plt {
+            strings,
+            entries: named,
+        })
+    }
+}
+
+impl<S: Source> Elf<S> {
+    /// Adds the entries of x86-64's `.plt.got` to `entries`: stubs of functions whose address the
+    /// file also takes, which jump through the GOT slot a `.rela.dyn` `R_X86_64_GLOB_DAT`
+    /// relocation fills (malloc and free in libpython). An entry (8 bytes, 16 with IBT's
+    /// `endbr64`) is read for its `jmp *disp32(%rip)` (`ff 25`, after `endbr64` and a `bnd`
+    /// prefix where there are), whose slot names it. The relocations' symbols must be those of
+    /// `.rela.plt` (the table at section `dynsym`); each entry's `name` is its symbol's index.
+    fn plt_got(
+        &mut self,
+        sections: &[SectionHeader],
+        dynsym: u32,
+        entries: &mut Vec<PltEntry>,
+    ) -> Option<()> {
+        let e = self.header.endian;
+        let named = |n: &[u8]| sections.iter().find(|s| s.name == n);
+        let code = named(b".plt.got")?;
+        let rela = named(b".rela.dyn").filter(|r| r.kind == SHT_RELA && r.link == dynsym)?;
+        let size = match code.entsize {
+            8 | 16 => code.entsize,
+            _ => 8,
+        };
+        let bytes = self.section_data(code, MAX_RELA_PLT)?;
+        let relocs = self.section_data(rela, MAX_RELA_PLT)?;
+        let relsize = usize::try_from(rela.entsize).ok().filter(|&n| n >= 24)?;
+        // GOT slot -> the symbol's index, of the GLOB_DAT relocations.
+        let mut slots: Vec<(u64, u32)> = relocs
+            .chunks_exact(relsize)
+            .filter_map(|r| {
+                let (offset, info) = (e.u64(r, 0)?, e.u64(r, 8)?);
+                if info as u32 != R_X86_64_GLOB_DAT {
+                    return None;
+                }
+                let sym = u32::try_from(info >> 32).ok().filter(|&s| s != 0)?;
+                Some((offset, sym))
+            })
+            .collect();
+        slots.sort_unstable();
+        let step = usize::try_from(size).ok()?;
+        for (k, entry) in bytes.chunks_exact(step).enumerate() {
+            let Some(jmp) = entry.windows(2).position(|w| w == [0xff, 0x25]) else {
+                continue;
+            };
+            // x86-64 code is little-endian whatever the file says.
+            let Some(disp) = Endian::Little.u32(entry, jmp + 2) else {
+                continue;
+            };
+            let addr = code.addr.checked_add(k as u64 * size)?;
+            let next = addr.checked_add(jmp as u64 + 6)?;
+            let slot = next.wrapping_add_signed(i64::from(disp as i32));
+            if let Ok(i) = slots.binary_search_by_key(&slot, |s| s.0) {
+                entries.push(PltEntry {
+                    addr,
+                    size,
+                    name: slots[i].1,
+                });
+            }
+        }
+        Some(())
+    }
+}
+
 /// A `SHF_COMPRESSED` section's bytes: an `ElfN_Chdr` (type, size, alignment; 12 bytes, or 24 in
 /// a 64-bit file with a reserved word after the type), then zlib data of that size.
 fn decompress(h: Header, bytes: &[u8], max: u64) -> Option<Vec<u8>> {
@@ -1013,6 +1230,288 @@ pub(crate) mod tests {
         theirs.sort();
         assert!(ours.len() > 100, "{} functions", ours.len());
         assert_eq!(ours, theirs);
+    }
+
+    /// A file with `.dynsym`, `.dynstr`, `.rela.plt` and `.plt` (and `.plt.sec` at 0x2000 of
+    /// `sec` bytes where given) for `machine`: four relocations, `foo`, an `IRELATIVE` one,
+    /// `baz`, `bar`, of PLT entries 0 to 3. With `got`, a `.got.plt` and the relocations listed
+    /// as libc lists them, the `IRELATIVE` one last.
+    fn file_with_plt(
+        e: Endian,
+        machine: u16,
+        plt: usize,
+        sec: Option<usize>,
+        got: bool,
+    ) -> Vec<u8> {
+        let names = b"\0foo\0bar\0baz\0";
+        let syms = symbol_table(
+            true,
+            e,
+            &[
+                (0, 0, 0, 0),
+                (1, STT_FUNC, 0, 0),
+                (5, STT_FUNC, 0, 0),
+                (9, STT_FUNC, 0, 0),
+            ],
+        );
+        let (slot, irelative) = if machine == EM_AARCH64 {
+            (R_AARCH64_JUMP_SLOT, 1032)
+        } else {
+            (R_X86_64_JUMP_SLOT, 37)
+        };
+        let mut rela = Vec::new();
+        let mut relocs = vec![
+            (0u64, 1u64, slot),
+            (1, 0, irelative),
+            (2, 3, slot),
+            (3, 2, slot),
+        ];
+        if got {
+            let irelative = relocs.remove(1);
+            relocs.push(irelative);
+        }
+        for (entry, sym, kind) in relocs {
+            // .got.plt at 0x4000: entry n's slot is its 3 + n.
+            rela.extend(int(e, 0x4000 + 8 * (3 + entry), 8));
+            rela.extend(int(e, sym << 32 | u64::from(kind), 8));
+            rela.extend(int(e, 0, 8));
+        }
+        let (plt_code, sec_code) = (vec![0xcc; plt], vec![0xcc; sec.unwrap_or(0)]);
+        let mut sections = vec![
+            TestSection {
+                name: ".dynsym",
+                kind: SHT_DYNSYM,
+                bytes: &syms,
+                link: 2,
+                entsize: 24,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".dynstr",
+                kind: 3,
+                bytes: names,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".rela.plt",
+                kind: SHT_RELA,
+                bytes: &rela,
+                link: 1,
+                entsize: 24,
+                ..TestSection::default()
+            },
+            TestSection {
+                name: ".plt",
+                kind: SHT_PROGBITS,
+                flags: 6,
+                addr: 0x1020,
+                bytes: &plt_code,
+                ..TestSection::default()
+            },
+        ];
+        if got {
+            sections.push(TestSection {
+                name: ".got.plt",
+                kind: SHT_PROGBITS,
+                flags: 3,
+                addr: 0x4000,
+                bytes: &[0; 8 * 7],
+                ..TestSection::default()
+            });
+        }
+        if sec.is_some() {
+            sections.push(TestSection {
+                name: ".plt.sec",
+                kind: SHT_PROGBITS,
+                flags: 6,
+                addr: 0x2000,
+                bytes: &sec_code,
+                ..TestSection::default()
+            });
+        }
+        let mut file = build_with(true, e, &[], &sections);
+        file[18..20].copy_from_slice(&int(e, machine.into(), 2));
+        file
+    }
+
+    /// The PLT entries of `file` as (address, name).
+    fn plt_of(file: &[u8]) -> Option<Vec<(u64, String)>> {
+        let mut elf = Elf::parse(file, reader(file))?;
+        let sections = elf.sections()?;
+        let plt = elf.plt(&sections)?;
+        let names = elf.section_data(&sections[plt.strings], 1 << 20)?;
+        Some(
+            plt.entries
+                .iter()
+                .map(|p| {
+                    let name = String::from_utf8_lossy(string_at(&names, p.name));
+                    (p.addr, name.into_owned())
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn plt_entries_are_named_by_their_relocations_in_each_layout() {
+        let named = |v: &[(u64, &str)]| -> Vec<(u64, String)> {
+            v.iter().map(|&(a, n)| (a, n.to_owned())).collect()
+        };
+        for (e, got) in [Endian::Little, Endian::Big]
+            .into_iter()
+            .flat_map(|e| [(e, false), (e, true)])
+        {
+            // x86-64 without .plt.sec: entry 0 is the resolver's, relocation n is entry n + 1;
+            // the IRELATIVE slot is an entry but no name.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, None, got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x1030, "foo"), (0x1050, "baz"), (0x1060, "bar")]),
+                "{e:?}, .got.plt {got}"
+            );
+            // With .plt.sec (IBT): relocation n is .plt.sec's entry n; .plt holds the
+            // resolver's code only.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, Some(4 * 16), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x2000, "foo"), (0x2020, "baz"), (0x2030, "bar")])
+            );
+            // A section too short for its relocations: the entries past its end are left out.
+            let file = file_with_plt(e, EM_X86_64, 5 * 16, Some(3 * 16 + 8), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x2000, "foo"), (0x2020, "baz")])
+            );
+            // AArch64: a 32-byte header, then 16 bytes an entry; no .plt.sec there.
+            let file = file_with_plt(e, EM_AARCH64, 32 + 4 * 16, Some(4 * 16), got);
+            assert_eq!(
+                plt_of(&file).unwrap(),
+                named(&[(0x1040, "foo"), (0x1060, "baz"), (0x1070, "bar")])
+            );
+            // Another machine: nothing.
+            let mut file = file_with_plt(e, EM_X86_64, 5 * 16, None, got);
+            file[18..20].copy_from_slice(&int(e, 3, 2));
+            assert_eq!(plt_of(&file), None);
+        }
+        // Cut anywhere: nothing or less, never a panic.
+        let file = file_with_plt(Endian::Little, EM_X86_64, 5 * 16, Some(4 * 16), true);
+        for cut in 0..file.len() {
+            let _ = plt_of(&file[..cut]);
+        }
+    }
+
+    #[test]
+    fn plt_got_entries_are_named_by_the_got_slot_they_jump_through() {
+        let e = Endian::Little;
+        let names = b"\0foo\0bar\0";
+        let syms = symbol_table(
+            true,
+            e,
+            &[(0, 0, 0, 0), (1, STT_FUNC, 0, 0), (5, STT_FUNC, 0, 0)],
+        );
+        let rela = |relocs: &[(u64, u64, u32)]| {
+            let mut out = Vec::new();
+            for &(offset, sym, kind) in relocs {
+                out.extend(int(e, offset, 8));
+                out.extend(int(e, sym << 32 | u64::from(kind), 8));
+                out.extend(int(e, 0, 8));
+            }
+            out
+        };
+        // GLOB_DAT: foo's address at 0x5000, bar's at 0x5008; a RELATIVE one (8) at 0x6000.
+        let dyn_relocs = rela(&[(0x5000, 1, 6), (0x5008, 2, 6), (0x6000, 0, 8)]);
+        // `jmp *disp32(%rip)` then `xchg %ax,%ax`: to bar's slot, foo's, one with no symbol.
+        let mut got_code = Vec::new();
+        for (at, slot) in [(0x3000u64, 0x5008u64), (0x3008, 0x5000), (0x3010, 0x6000)] {
+            got_code.extend([0xff, 0x25]);
+            got_code.extend(((slot - (at + 6)) as u32).to_le_bytes());
+            got_code.extend([0x66, 0x90]);
+        }
+        let section = |name, kind, addr, bytes, link, entsize| TestSection {
+            name,
+            kind,
+            addr,
+            bytes,
+            link,
+            entsize,
+            ..TestSection::default()
+        };
+        let plt_code = [0xcc; 16];
+        let file = build_with(
+            true,
+            e,
+            &[],
+            &[
+                section(".dynsym", SHT_DYNSYM, 0, &syms, 2, 24),
+                section(".dynstr", 3, 0, names, 0, 0),
+                section(".rela.plt", SHT_RELA, 0, &[], 1, 24),
+                section(".plt", SHT_PROGBITS, 0x1020, &plt_code, 0, 16),
+                section(".rela.dyn", SHT_RELA, 0, &dyn_relocs, 1, 24),
+                section(".plt.got", SHT_PROGBITS, 0x3000, &got_code, 0, 8),
+            ],
+        );
+        assert_eq!(
+            plt_of(&file).unwrap(),
+            [(0x3000, "bar".to_owned()), (0x3008, "foo".to_owned())]
+        );
+        for cut in 0..file.len() {
+            let _ = plt_of(&file[..cut]);
+        }
+    }
+
+    /// The PLT entries of a library of this machine's are those objdump names `name@plt`.
+    #[test]
+    fn a_system_librarys_plt_entries_are_those_objdump_names() {
+        let dirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"];
+        let libs: Vec<std::path::PathBuf> = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                (n.starts_with("libpython3.") && n.ends_with(".so.1.0")) || n == "libc.so.6"
+            })
+            .collect();
+        if libs.is_empty() {
+            println!("skipped: no libpython3.*.so.1.0 or libc.so.6 here");
+            return;
+        }
+        for lib in &libs {
+            let objdump = match std::process::Command::new("objdump")
+                .args([
+                    "-d",
+                    "--section=.plt",
+                    "--section=.plt.sec",
+                    "--section=.plt.got",
+                ])
+                .arg(lib)
+                .output()
+            {
+                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+                _ => {
+                    println!("skipped: objdump is not installed");
+                    return;
+                }
+            };
+            // `0000000000103030 <PyList_New@plt>:`, without IRELATIVE slots
+            // (`*ABS*+0x...@plt`).
+            let mut theirs: Vec<(u64, String)> = objdump
+                .lines()
+                .filter_map(|l| {
+                    let (addr, rest) = l.split_once(" <")?;
+                    let name = rest.strip_suffix("@plt>:")?;
+                    let addr = u64::from_str_radix(addr, 16).ok()?;
+                    (!name.starts_with("*ABS*")).then(|| (addr, name.to_owned()))
+                })
+                .collect();
+            let file = std::fs::read(lib).unwrap();
+            let mut ours = plt_of(&file).unwrap();
+            ours.sort();
+            theirs.sort();
+            assert!(!ours.is_empty(), "{lib:?}");
+            assert_eq!(ours, theirs, "{lib:?}");
+            println!("{lib:?}: {} PLT entries as objdump names them", ours.len());
+        }
     }
 
     #[test]

@@ -28,7 +28,8 @@ fn probes(data: &[u8]) -> Vec<u64> {
 
 /// An ELF file's bytes through every reader of ELF files: header, program headers and their notes,
 /// the build id, section headers and names, every section's (decompressed) bytes, symbol tables,
-/// code by address, the unwind sections and load bias, and the `--symbolize functions` table.
+/// code by address, PLT entries, the unwind sections and load bias, and the `--symbolize functions`
+/// table.
 pub fn elf(data: &[u8]) {
     let Some(mut file) = Elf::parse(data, reader(data)) else {
         return;
@@ -72,6 +73,11 @@ pub fn elf(data: &[u8]) {
             if let Some(code) = file.read_addr(&sections, addr, 16) {
                 assert_eq!(code.len(), 16);
             }
+        }
+        // PLT entries: one per address, in order, their names in a section the file has.
+        if let Some(plt) = file.plt(&sections) {
+            assert!(plt.strings < sections.len());
+            assert!(plt.entries.windows(2).all(|w| w[0].addr < w[1].addr));
         }
     }
     if let Some(unwind) =

@@ -20,8 +20,14 @@
 //! first. A continuous capture on a steady machine then reads each file once, not each interval's
 //! new frames' DWARF again.
 //!
+//! Names are perf's: a PLT stub is `name@plt` (read from `.rela.plt`, in both modes), a symbol
+//! covers its size only (one of size 0 up to the next symbol, as perf's `symbols__fixup_end`
+//! extends it), code of a file no symbol covers is `[libname+0xOFF]` (its file offset, so that a
+//! viewer that reads functions only shows it), and an address in no mapping is [`UNKNOWN`].
+//!
 //! [`Mode::None`] resolves nothing: profiles then carry addresses, mappings and build ids for a
-//! backend that symbolizes (Parca, Pyroscope).
+//! backend that symbolizes (Parca, Pyroscope); an address in no mapping, which no backend can
+//! name, is [`UNKNOWN`] there too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +65,8 @@ pub enum Mode {
     /// within a CPU budget.
     #[doc(alias = "symtab")]
     Functions,
-    /// Nothing: addresses, mappings and build ids only.
+    /// Nothing: addresses, mappings and build ids only (an address in no mapping is still
+    /// [`UNKNOWN`]).
     None,
 }
 
@@ -88,6 +95,9 @@ pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 /// Intervals (cuts of a continuous capture) a resolved frame, file offset or file stays cached
 /// after the one whose stacks last named it.
 pub const KEEP_INTERVALS: u64 = 6;
+
+/// The name of a frame whose address is in no mapping, as perf calls it.
+pub const UNKNOWN: &str = "[unknown]";
 
 /// Resolved frames, each resolved once while it is in use.
 pub struct Symbols {
@@ -128,7 +138,7 @@ struct Cached {
 struct FileLines {
     build_id: Option<Vec<u8>>,
     offsets: HashMap<u64, Cached>,
-    /// It was rebuilt since it was mapped: its frames stay unresolved.
+    /// It was rebuilt since it was mapped: its frames get no symbol (only where they are).
     changed: bool,
 }
 
@@ -144,8 +154,8 @@ impl std::fmt::Debug for Symbols {
 }
 
 impl Symbols {
-    /// An empty cache for `mode`. Without the `symbolize` feature, user frames stay unresolved in
-    /// [`Mode::Local`], and [`Mode::Functions`] gives names as the symbol tables have them (not
+    /// An empty cache for `mode`. Without the `symbolize` feature, user frames get no symbol in
+    /// [`Mode::Local`] (only where they are, `[libx.so+0xOFF]`), and [`Mode::Functions`] gives names as the symbol tables have them (not
     /// demangled).
     pub fn new(mode: Mode) -> Self {
         Self {
@@ -193,7 +203,7 @@ impl Symbols {
     }
 
     /// Files that were rebuilt since they were mapped (their build id differs): their frames are
-    /// left unresolved rather than named wrongly.
+    /// named where they are (`[libx.so+0xOFF]`) rather than named wrongly.
     pub fn changed_files(&self) -> &[String] {
         &self.changed
     }
@@ -300,8 +310,14 @@ impl Symbols {
                 continue;
             }
             let lines = match (self.mode, frame) {
-                (Mode::None, _)
-                | (_, Frame::Unmapped { .. } | Frame::KernelHidden | Frame::Jit { .. }) => {
+                // An address in no mapping is no return address (a garbage word the frame
+                // pointer chain led to): perf's `[unknown]`, in every mode and output.
+                (_, Frame::Unmapped { .. }) => self.share(vec![Line {
+                    function: UNKNOWN.to_owned(),
+                    file: None,
+                    line: None,
+                }]),
+                (Mode::None, _) | (_, Frame::KernelHidden | Frame::Jit { .. }) => {
                     self.empty.clone()
                 }
                 (Mode::Local | Mode::Functions, Frame::Kernel { addr }) => {
@@ -339,7 +355,13 @@ impl Symbols {
                                 }
                             }
                         }
-                        _ => self.empty.clone(),
+                        // Not a file (`[vdso]`, `//anon`, a deleted file): where it is, too.
+                        Some(m) => self.share(vec![Line {
+                            function: located(&m.path, m.file_offset_of(addr)),
+                            file: None,
+                            line: None,
+                        }]),
+                        None => self.empty.clone(),
                     }
                 }
             };
@@ -364,7 +386,23 @@ impl Symbols {
             let Some((lines, changed)) = done else {
                 continue;
             };
-            let lines: Vec<Arc<[Line]>> = lines.into_iter().map(|l| self.share(l)).collect();
+            // What no symbol covers is named where it is, as perf prints a DSO's unresolved
+            // frames: a viewer that reads functions only (speedscope) shows it too.
+            let lines: Vec<Arc<[Line]>> = lines
+                .into_iter()
+                .zip(&offsets)
+                .map(|(l, &offset)| {
+                    if l.is_empty() {
+                        self.share(vec![Line {
+                            function: located(&path, offset),
+                            file: None,
+                            line: None,
+                        }])
+                    } else {
+                        self.share(l)
+                    }
+                })
+                .collect();
             if changed && !self.changed.iter().any(|p| **p == *path) {
                 self.changed.push(path.to_string());
             }
@@ -607,6 +645,8 @@ struct FunctionTable {
     functions: Vec<RawSymbol>,
     /// The string tables: in the file itself (`false`) or its debug file, at (offset, size).
     strings: Vec<(bool, u64, u64)>,
+    /// The string table (an index of `strings`) of the PLT entries' names: theirs get `@plt`.
+    plt: Option<u8>,
     /// The separate debug file whose `.symtab` named a stripped file's functions, beneath
     /// [`untrusted::DEBUG_DIR`].
     debug: Option<String>,
@@ -681,7 +721,12 @@ impl FunctionTable {
                 let len = str_size.checked_sub(at)?.min(MAX_NAME);
                 let bytes = elf.read(str_off.checked_add(at)?, len, MAX_NAME)?;
                 let name = &bytes[..bytes.iter().position(|&b| b == 0)?];
-                (!name.is_empty()).then(|| demangle(&String::from_utf8_lossy(name)))
+                let name = (!name.is_empty()).then(|| demangle(&String::from_utf8_lossy(name)))?;
+                Some(if self.plt == Some(table) {
+                    format!("{name}@plt")
+                } else {
+                    name
+                })
             })
             .collect();
         Some(names)
@@ -828,12 +873,29 @@ impl FunctionTable {
                 }
             }
         }
+        // PLT entries, as perf adds them: `name@plt`, not the symbol before them (`_init`). A
+        // debug file's PLT takes no room in the file: the file's own names them.
+        if let Some(plt) = (!debug).then(|| elf.plt(&sections)).flatten() {
+            let strings = sections.get(plt.strings);
+            let cost = (plt.entries.len() * std::mem::size_of::<RawSymbol>()) as u64;
+            if let (Some(strings), Ok(table), true) =
+                (strings, u8::try_from(self.strings.len()), cost <= *left)
+            {
+                *left -= cost;
+                self.strings.push((false, strings.offset, strings.size));
+                self.plt = Some(table);
+                for p in plt.entries {
+                    symbols.push((p.addr, p.size, p.name, table, 1));
+                }
+            }
+        }
         has_symtab
     }
 
     /// The table of `symbols`: one per address (of aliases the one perf would pick: with a size,
-    /// then global before weak before local); a symbol of size 0 extends to the next one, as perf
-    /// reads them.
+    /// then global before weak before local); a symbol of size 0 extends to the next one (the
+    /// last to the end of the page after its own), as perf's `symbols__fixup_end` reads them;
+    /// others end where their size says, so that code past them is named by none.
     fn fill(&mut self, mut symbols: Vec<RawSymbol>) {
         // STB_GLOBAL 1, STB_WEAK 2, STB_LOCAL 0, others after.
         let binding = |b: u8| match b {
@@ -850,7 +912,7 @@ impl FunctionTable {
             let s = &mut symbols[i];
             s.1 = match (s.1, next) {
                 (0, Some(next)) => next,
-                (0, None) => s.0.saturating_add(1),
+                (0, None) => (s.0.saturating_add(0xfff) & !0xfff).saturating_add(0x1000),
                 (size, _) => s.0.saturating_add(size),
             };
         }
@@ -944,12 +1006,78 @@ fn resolve_file(
     // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 28 to 53
     // MiB; keeping the two files resolved in consecutive intervals (libc and its debug file among
     // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file.
-    let lines = match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
-        Ok(syms) => syms.into_iter().map(lines_of).collect(),
-        Err(_) => none(),
-    };
+    let mut lines: Vec<Vec<Line>> =
+        match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
+            Ok(syms) => syms.into_iter().map(lines_of).collect(),
+            Err(_) => none(),
+        };
+    // blazesym knows no PLT: it names a stub after the symbol before it (`_init`), or nothing.
+    for (offset, name) in plt_names(file.file(), offsets) {
+        if let Some(l) = lines.get_mut(offset) {
+            *l = vec![Line {
+                function: name,
+                file: None,
+                line: None,
+            }];
+        }
+    }
     drop(file);
     (lines, false)
+}
+
+/// For those of `offsets` (file offsets) in a PLT entry of the ELF file `file`: their index and
+/// the entry's name, `name@plt` as perf gives it.
+#[cfg(feature = "symbolize")]
+fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
+    /// The most bytes of the PLT's string table read (`.dynstr`: a few hundred KiB).
+    const MAX_DYNSTR: u64 = 64 << 20;
+    let Some(mut elf) = crate::elf::of(file) else {
+        return Vec::new();
+    };
+    let sections = elf.sections().unwrap_or_default();
+    // Most batches hold no PLT frame: then no relocation is read.
+    let in_plt = |o: u64| {
+        sections.iter().any(|s| {
+            matches!(&s.name[..], b".plt" | b".plt.sec" | b".plt.got")
+                && o.checked_sub(s.offset).is_some_and(|d| d < s.size)
+        })
+    };
+    if !offsets.iter().any(|&o| in_plt(o)) {
+        return Vec::new();
+    }
+    let Some(plt) = elf.plt(&sections).filter(|p| !p.entries.is_empty()) else {
+        return Vec::new();
+    };
+    let segments: Vec<_> = elf
+        .program_headers()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.kind == crate::elf::PT_LOAD)
+        .collect();
+    let Some(names) = sections
+        .get(plt.strings)
+        .and_then(|s| elf.section_data(s, MAX_DYNSTR))
+    else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (i, &offset) in offsets.iter().enumerate() {
+        let Some(addr) = segments.iter().find_map(|p| {
+            let inside = offset.checked_sub(p.offset).filter(|&d| d < p.filesz)?;
+            p.vaddr.checked_add(inside)
+        }) else {
+            continue;
+        };
+        let at = plt.entries.partition_point(|e| e.addr <= addr);
+        let Some(e) = at.checked_sub(1).and_then(|at| plt.entries.get(at)) else {
+            continue;
+        };
+        let name = crate::elf::string_at(&names, e.name);
+        if addr - e.addr < e.size && !name.is_empty() {
+            found.push((i, format!("{}@plt", String::from_utf8_lossy(name))));
+        }
+    }
+    found
 }
 
 /// Whether the ELF file `file` names another file for its debug information (a section
@@ -983,6 +1111,15 @@ fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
     if map.capacity() > 64 && map.len() < map.capacity() / 4 {
         map.shrink_to_fit();
     }
+}
+
+/// The name of code at `offset` of the mapped `path` that no symbol covers, as perf prints a DSO's
+/// unresolved frames: `[libc.so.6+0x2a0f3]`, `[vdso+0xc01]`, `[anon+0x10]`.
+fn located(path: &str, offset: u64) -> String {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let base = base.trim_start_matches('[').trim_end_matches(']');
+    let base = if base.is_empty() { "anon" } else { base };
+    format!("[{base}+{offset:#x}]")
 }
 
 /// A symbolizer with empty caches: names, file:line and inlined functions, demangled.
@@ -1060,13 +1197,45 @@ mod tests {
         symbols.resolve(&frames, &maps, &kernel);
         assert!(Arc::ptr_eq(&named, &symbols.shared_lines(&frames[0])));
         assert_eq!(Arc::strong_count(&named), 2, "the cache's and `named`");
-        // Unresolved frames share one empty list.
+        // An address in no mapping is perf's `[unknown]`; unresolved frames share one empty
+        // list.
+        assert_eq!(symbols.lines(&frames[1])[0].function, "[unknown]");
         let (a, b) = (
-            symbols.shared_lines(&frames[1]),
             symbols.shared_lines(&frames[2]),
+            symbols.shared_lines(&Frame::KernelHidden),
         );
         assert!(a.is_empty() && Arc::ptr_eq(&a, &b));
         assert!(symbols.lines(&Frame::Kernel { addr: 1 }).is_empty());
+    }
+
+    /// Code that no symbol can name gets where it is as its function (perf's DSO+offset form), in
+    /// `local` and `functions`; `none` leaves it to the backend.
+    #[test]
+    fn code_outside_files_is_named_where_it_is() {
+        assert_eq!(located("/usr/lib/libx.so.1", 0x1234), "[libx.so.1+0x1234]");
+        assert_eq!(located("[vdso]", 0xc01), "[vdso+0xc01]");
+        assert_eq!(located("//anon", 0x10), "[anon+0x10]");
+        assert_eq!(located("", 0x10), "[anon+0x10]");
+        assert_eq!(located("/tmp/a.so (deleted)", 0), "[a.so (deleted)+0x0]");
+        let mut maps = AddressSpaces::new();
+        maps.mmap(1, 0x7000_0000, 0x2000, 0, "[vdso]", None);
+        let frame = Frame::User {
+            mapping: maps.find(1, 0x7000_0c01).unwrap(),
+            addr: 0x7000_0c01,
+        };
+        let kernel = KernelSymbols::default();
+        for mode in [Mode::Local, Mode::Functions] {
+            let mut symbols = Symbols::new(mode);
+            symbols.resolve(&[frame], &maps, &kernel);
+            assert_eq!(
+                symbols.lines(&frame)[0].function,
+                "[vdso+0xc01]",
+                "{mode:?}"
+            );
+        }
+        let mut symbols = Symbols::new(Mode::None);
+        symbols.resolve(&[frame], &maps, &kernel);
+        assert!(symbols.lines(&frame).is_empty());
     }
 
     #[test]
@@ -1201,8 +1370,9 @@ mod tests {
             (0x40_1200, 0x20, 40, 0, 1),
             (0x40_1200, 0, 45, 0, 1),
             (0x40_1300, 0, 50, 1, 1),
+            (0x40_1500, 0, 70, 0, 1),
         ]);
-        assert_eq!(t.functions.len(), 4, "one per address");
+        assert_eq!(t.functions.len(), 5, "one per address");
         let at = |o| t.function_at(o);
         assert_eq!(at(0x1100), Some((0, 10)));
         assert_eq!(at(0x110f), Some((0, 10)));
@@ -1212,6 +1382,8 @@ mod tests {
         assert_eq!(at(0x13ff), Some((1, 50)));
         assert_eq!(at(0x1404), Some((0, 60)));
         assert_eq!(at(0x1408), None);
+        // The last, of size 0: to the end of the page after its own, as perf's fixup has it.
+        assert_eq!(at(0x1fff), Some((0, 70)));
         assert_eq!(at(0x10ff), None, "before the first function");
         assert_eq!(at(0x2100), None, "outside every segment");
         assert!(t.bytes() >= 4 * 24);
