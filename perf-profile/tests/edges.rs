@@ -230,7 +230,6 @@ fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_wri
     require_cc!();
     let dir = scratch("signals");
     let calls = build_c(&dir, "calls");
-    command();
     for signal in ["TERM", "HUP", "INT"] {
         let folded = dir.join(format!("{signal}.folded"));
         let pprof = dir.join(format!("{signal}.pb.gz"));
@@ -269,7 +268,6 @@ fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_wri
 
 #[test]
 fn durations_and_numbers_out_of_range_are_refused_with_exit_2_never_a_panic() {
-    command();
     let push = "http://127.0.0.1:9/ingest";
     let bad: &[(&str, &[&str])] = &[
         ("-d", &["1e20", "inf", "NaN", "-1", "0", "1e-300", "1e300"]),
@@ -378,8 +376,6 @@ fn sigterm_in_continuous_mode_writes_and_pushes_the_last_interval() {
     require_cc!();
     let dir = scratch("sigterm-every");
     let calls = build_c(&dir, "calls");
-    // Built before the receiver's clock starts.
-    command();
     let rx = common::receiver::Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
     let cuts = dir.join("cut-{n}.folded");

@@ -223,8 +223,6 @@ fn continuous_pushes_survive_refusals_and_deliver_every_sample_once() {
     require_cc!();
     let dir = scratch("continuous");
     let calls = build_c(&dir, "calls");
-    // Built before the receiver's clock starts.
-    command();
     // The first three requests are refused with 503.
     let rx = Receiver::start(|n| if n < 3 { 503 } else { 200 });
     let url = format!("http://127.0.0.1:{}/v1development/profiles", rx.port);
@@ -300,8 +298,6 @@ fn pyroscope_ingest_gets_pprof_that_go_tool_pprof_reads() {
     );
     let dir = scratch("ingest");
     let calls = build_c(&dir, "calls");
-    // Built before the receiver's clock starts.
-    command();
     let rx = Receiver::start(|_| 200);
     let url = format!("http://127.0.0.1:{}/ingest", rx.port);
     let err = text(
@@ -724,8 +720,6 @@ fn a_slow_endpoint_does_not_hold_up_sampling_or_the_intervals() {
     require_cc!();
     let dir = scratch("slow");
     let calls = build_c(&dir, "calls");
-    // Built before the receiver's clock starts.
-    command();
     // Each answer takes 0.8 s: far longer than an interval.
     let rx = Receiver::start(|_| {
         std::thread::sleep(std::time::Duration::from_millis(800));

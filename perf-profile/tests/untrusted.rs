@@ -72,9 +72,7 @@ macro_rules! require_attack {
 }
 
 /// A scratch folder for one test and, inside it, a folder of `nobody`'s where it keeps its files.
-/// The `profile` example is built first, so that the attacker's time does not run out meanwhile.
 fn dirs(name: &str) -> (PathBuf, PathBuf) {
-    common::command();
     let dir = scratch(name);
     let own = dir.join("nobody");
     std::fs::create_dir(&own).unwrap();
