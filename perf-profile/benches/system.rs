@@ -16,10 +16,14 @@
 //!    even as root: `BENCH_SAMPLY_PARANOID=1` lowers it for samply's run and restores it.
 //! 3. The workload's slowdown when profiled at 99 Hz: a fixed amount of work (a shell loop) timed
 //!    alone and under `profile -F 99`, the median of 5 runs each.
+//! 4. Issue 36's capture (`programs`): the same system-wide capture while 4 different programs are
+//!    busy (the C workload, python3, xz, gzip), then 20 (those and sixteen more: compressors,
+//!    checksums, interpreters; `BENCH_PROGRAMS=4,20` sets the counts): ours to a symbolized pprof
+//!    and `perf record -a -g` alone, at the same time. Targets: CPU <= 0.4x, peak RSS <= 32 MiB.
 //!
 //! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
 //! changes the capture's length; `BENCH_ONLY=dwarf` (a comma-separated list of `system`, `dwarf`,
-//! `slowdown`) runs only those parts. Prints `skipped: <reason>` where it cannot run.
+//! `slowdown`, `programs`) runs only those parts. Prints `skipped: <reason>` where it cannot run.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -94,6 +98,12 @@ fn main() {
     if run("system") {
         system_wide(&profile, &calls, &dir, secs);
     }
+    if run("programs") {
+        let counts = std::env::var("BENCH_PROGRAMS").unwrap_or_else(|_| "4,20".into());
+        for n in counts.split(',').filter_map(|n| n.trim().parse().ok()) {
+            programs(&profile, &calls, &dir, secs, n);
+        }
+    }
     if run("dwarf") {
         if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
             dwarf(&profile, &dir);
@@ -122,31 +132,11 @@ fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     let data = dir.join("perf.data");
-    // `--buildid-mmap`: see tests/vs_perf.rs (Debian's perf 6.1 cannot read the file otherwise).
-    let perf_record = spawn_usage(
-        Command::new("perf")
-            .args(["record", "-a", "-g", "-F", "999", "--buildid-mmap", "-o"])
-            .arg(&data)
-            .args(["--", "sleep", &secs.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    let ours_err = dir.join("ours.stderr");
-    let ours = spawn_usage(
-        Command::new(profile)
-            .args(["-a", "-F", "999", "-d", &secs.to_string(), "-o"])
-            .arg(dir.join("ours.pb.gz"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&ours_err).unwrap()),
-    );
-    let ours = ours();
-    let rec = perf_record();
+    let (ours, rec, our_samples) = side_by_side(profile, dir, secs);
     for mut l in load {
         let _ = l.kill();
         let _ = l.wait();
     }
-    assert!(ours.ok, "profile failed: {}", read(&ours_err));
-    assert!(rec.ok, "perf record failed");
     let script_out = dir.join("perf.script");
     let script = spawn_usage(
         Command::new("perf")
@@ -160,14 +150,6 @@ fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
         .split("\n\n")
         .filter(|b| !b.trim().is_empty())
         .count();
-    let our_samples = read(&ours_err)
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("profile: ")?
-                .split_once(" samples in ")
-                .map(|(n, _)| n.to_owned())
-        })
-        .unwrap_or_default();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mib = |k: u64| k as f64 / 1024.0;
     println!(
@@ -196,6 +178,139 @@ fn system_wide(profile: &Path, calls: &Path, dir: &Path, secs: u64) {
         mib(ours.max_rss_kib),
         mib(script.max_rss_kib)
     );
+}
+
+/// Busy programs, each a different binary (the first four: the C workload, python3, xz, gzip),
+/// as `sh -c` lines run with `exec` so that killing the child ends the program itself.
+const BUSY: &[(&str, &str)] = &[
+    ("calls", "exec \"$CALLS\" 1000"),
+    ("python3", "exec python3 -c 'while True: pass'"),
+    ("xz", "exec xz -c </dev/zero >/dev/null"),
+    ("gzip", "exec gzip -c </dev/zero >/dev/null"),
+    ("bzip2", "exec bzip2 -c </dev/zero >/dev/null"),
+    ("zstd", "exec zstd -q -c </dev/zero >/dev/null"),
+    ("lz4", "exec lz4 -q -c </dev/zero >/dev/null"),
+    ("perl", "exec perl -e 'while (1) { $i++ }'"),
+    ("node", "exec node -e 'for (;;) {}'"),
+    ("tclsh", "exec tclsh \"$DIR/loop.tcl\""),
+    ("mawk", "exec mawk 'BEGIN { while (1) i++ }'"),
+    ("bc", "exec bc -q \"$DIR/loop.bc\""),
+    ("sha1sum", "exec sha1sum /dev/zero"),
+    ("sha256sum", "exec sha256sum /dev/zero"),
+    ("sha512sum", "exec sha512sum /dev/zero"),
+    ("md5sum", "exec md5sum /dev/zero"),
+    ("b2sum", "exec b2sum /dev/zero"),
+    ("cksum", "exec cksum /dev/zero"),
+    ("base64", "exec base64 </dev/zero >/dev/null"),
+    ("tr", "exec tr a b </dev/zero >/dev/null"),
+    ("sha384sum", "exec sha384sum /dev/zero"),
+    ("od", "exec od /dev/zero >/dev/null"),
+];
+
+/// Issue 36's capture: `n` different busy programs (4: a C loop, python3, xz, gzip; 20: those and
+/// sixteen more), `profile -a -F 999 -d 5` to a symbolized pprof and `perf record -a -g -F 999`
+/// at the same time; each one's own CPU and peak RSS. Target: ours <= 0.4x perf record's CPU,
+/// peak RSS <= 32 MiB, at 4 programs and at 20.
+fn programs(profile: &Path, calls: &Path, dir: &Path, secs: u64, n: usize) {
+    std::fs::write(dir.join("loop.tcl"), "while 1 {}\n").unwrap();
+    std::fs::write(dir.join("loop.bc"), "while (1) { i += 1 }\n").unwrap();
+    let mut names = Vec::new();
+    let mut load = Vec::new();
+    for (name, line) in BUSY {
+        if names.len() == n {
+            break;
+        }
+        if *name != "calls" && !on_path(name) {
+            continue;
+        }
+        load.push(
+            Command::new("sh")
+                .args(["-c", line])
+                .env("CALLS", calls)
+                .env("DIR", dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        names.push(*name);
+    }
+    println!(
+        "{} different busy programs ({}), {secs} s system-wide at 999 Hz with call chains (fp), \
+         a symbolized pprof; ours and perf record at the same time:",
+        names.len(),
+        names.join(" ")
+    );
+    if names.len() < n {
+        println!("  (only {} of {n} programs are installed)", names.len());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (ours, rec, samples) = side_by_side(profile, dir, secs);
+    for mut l in load {
+        let _ = l.kill();
+        let _ = l.wait();
+    }
+    let (ms, mib) = (
+        |d: Duration| d.as_secs_f64() * 1e3,
+        |k: u64| k as f64 / 1024.0,
+    );
+    println!(
+        "  profile:           {:7.0} ms CPU, peak RSS {:6.1} MiB, {samples} samples",
+        ms(ours.cpu),
+        mib(ours.max_rss_kib)
+    );
+    println!(
+        "  perf record -a -g: {:7.0} ms CPU, peak RSS {:6.1} MiB",
+        ms(rec.cpu),
+        mib(rec.max_rss_kib)
+    );
+    println!(
+        "  CPU ratio profile / perf record: {:.3} (target <= 0.4); peak RSS {:.1} MiB (target <= 32)",
+        ours.cpu.as_secs_f64() / rec.cpu.as_secs_f64().max(1e-9),
+        mib(ours.max_rss_kib)
+    );
+}
+
+/// Whether `name` is a file in a `PATH` directory.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// `profile -a -F 999 -d SECS -o ours.pb.gz` and `perf record -a -g -F 999 -- sleep SECS`
+/// started together: their `wait4` figures and our sample count.
+fn side_by_side(profile: &Path, dir: &Path, secs: u64) -> (Usage, Usage, String) {
+    let data = dir.join("perf.data");
+    let perf_record = spawn_usage(
+        Command::new("perf")
+            .args(["record", "-a", "-g", "-F", "999", "--buildid-mmap", "-o"])
+            .arg(&data)
+            .args(["--", "sleep", &secs.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let ours_err = dir.join("ours.stderr");
+    let ours = spawn_usage(
+        Command::new(profile)
+            .args(["-a", "-F", "999", "-d", &secs.to_string(), "-o"])
+            .arg(dir.join("ours.pb.gz"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&ours_err).unwrap()),
+    );
+    let ours = ours();
+    let rec = perf_record();
+    assert!(ours.ok, "profile failed: {}", read(&ours_err));
+    assert!(rec.ok, "perf record failed");
+    let samples = read(&ours_err)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile: ")?
+                .split_once(" samples in ")
+                .map(|(n, _)| n.to_owned())
+        })
+        .unwrap_or_default();
+    (ours, rec, samples)
 }
 
 fn dwarf(profile: &Path, dir: &Path) {
