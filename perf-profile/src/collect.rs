@@ -379,7 +379,7 @@ impl Profiler {
     /// before are resolved now, once), without stopping the capture. Records still in the rings
     /// are not in it: [`poll`](Self::poll) first.
     pub fn profile(&mut self) -> Profile {
-        self.pipe.snapshot()
+        self.pipe.snapshot(false)
     }
 
     /// The profile since the last cut (or the start), and a fresh aggregation from now on, for
@@ -388,8 +388,8 @@ impl Profiler {
     /// while the files they are in are sampled (see [`Symbols::end_interval`]). Records still in the rings are not in
     /// it: [`poll`](Self::poll) first.
     pub fn cut(&mut self) -> Profile {
-        let profile = self.pipe.snapshot();
-        self.pipe.stacks = Stacks::new();
+        // The stacks move into the profile: the aggregation starts afresh.
+        let profile = self.pipe.snapshot(true);
         self.pipe.cut = Some((Instant::now(), self.pipe.stats.clone()));
         if let Some(w) = self.pipe.waits.as_mut() {
             w.retain_alive();
@@ -442,12 +442,22 @@ impl Profiler {
     /// As [`stop`](Self::stop).
     pub fn finish(mut self) -> Result<Profile> {
         self.stop()?;
-        Ok(self.pipe.snapshot())
+        // No lookup follows: of the kernel's ~120 000 symbols, only those that name this
+        // profile's frames are kept.
+        self.pipe
+            .kernel
+            .read_only_for(self.pipe.stacks.frames().iter().filter_map(|f| match *f {
+                Frame::Kernel { addr } => Some(addr),
+                _ => None,
+            }));
+        Ok(self.pipe.snapshot(true))
     }
 }
 
 impl Pipeline {
-    fn snapshot(&mut self) -> Profile {
+    /// The profile of the stacks aggregated, symbolized; `take`: they move into it (and the
+    /// aggregation starts afresh) instead of being copied.
+    fn snapshot(&mut self, take: bool) -> Profile {
         self.symbols
             .resolve(self.stacks.frames(), &self.maps, &self.kernel);
         let lines = self
@@ -480,7 +490,11 @@ impl Pipeline {
             ));
         }
         Profile {
-            stacks: self.stacks.clone(),
+            stacks: if take {
+                std::mem::take(&mut self.stacks)
+            } else {
+                self.stacks.clone()
+            },
             mappings: self.maps.mappings().to_vec(),
             lines,
             info,
