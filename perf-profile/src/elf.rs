@@ -339,6 +339,37 @@ impl<S: Source> Elf<S> {
         decompress(self.header, &bytes, max)
     }
 
+    /// The NUL-terminated string at `at` of the string table `s`, without its NUL, read alone (a
+    /// large library's `.dynstr` is MiBs, of which a profile names a few PLT entries); as
+    /// [`string_at`] on the whole table: empty where `at` is past it, the table's rest where no
+    /// NUL ends it. `None` where it cannot be read or is longer than `max`.
+    pub(crate) fn string(&mut self, s: &SectionHeader, at: u32, max: u64) -> Option<Vec<u8>> {
+        if s.kind == SHT_NOBITS || s.flags & SHF_COMPRESSED != 0 {
+            let table = self.section_data(s, MAX_TABLE)?;
+            return Some(string_at(&table, at).to_vec());
+        }
+        let at = u64::from(at);
+        let Some(left) = s.size.checked_sub(at).filter(|&n| n > 0) else {
+            return Some(Vec::new());
+        };
+        let start = s.offset.checked_add(at)?;
+        // Most names are short: a first read of 256 bytes, then four times more until the NUL
+        // (a name of `max` bytes and its NUL at most).
+        let cap = left.min(max.saturating_add(1));
+        let mut len = cap.min(256);
+        loop {
+            let mut bytes = self.read(start, len, cap)?;
+            if let Some(end) = bytes.iter().position(|&b| b == 0) {
+                bytes.truncate(end);
+                return Some(bytes);
+            }
+            if len == cap {
+                return (len == left && len <= max).then_some(bytes);
+            }
+            len = len.saturating_mul(4).min(cap);
+        }
+    }
+
     /// The `len` bytes at address `addr` as linked, from the section of [`SHT_PROGBITS`] (code or
     /// data, not compressed) of `sections` that holds all of them; `None` where none does.
     pub(crate) fn read_addr(
@@ -870,6 +901,43 @@ pub(crate) mod tests {
         }
     }
 
+    /// Strings read alone are those of the whole table: short, longer than the first read, at
+    /// the table's end without a NUL, past it; longer than `max` is `None`.
+    #[test]
+    fn a_string_read_alone_is_the_whole_tables() {
+        let long = "x".repeat(1000);
+        let mut table = b"\0short\0".to_vec();
+        table.extend_from_slice(long.as_bytes());
+        table.extend_from_slice(b"\0no_nul");
+        // Some bytes before the table, and after it (not the table's: never read).
+        let mut file = vec![0xaa; 100];
+        file.extend_from_slice(&table);
+        file.extend_from_slice(b"after\0");
+        let s = SectionHeader {
+            name: b".dynstr".to_vec(),
+            kind: 3,
+            flags: 0,
+            addr: 0,
+            offset: 100,
+            size: table.len() as u64,
+            link: 0,
+            entsize: 0,
+        };
+        let mut elf = Elf {
+            header: Header::parse(&build(true, Endian::Little, &[], &[])[..64]).unwrap(),
+            source: reader(&file),
+        };
+        for at in 0..table.len() as u32 + 3 {
+            assert_eq!(
+                elf.string(&s, at, 4096).as_deref(),
+                Some(string_at(&table, at)),
+                "at {at}"
+            );
+        }
+        assert_eq!(elf.string(&s, 7, 999), None, "longer than max");
+        assert_eq!(elf.string(&s, 7, 1000).map(|n| n.len()), Some(1000));
+    }
+
     /// A note in 4-byte padding.
     pub(crate) fn note(e: Endian, kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1344,8 +1412,11 @@ pub(crate) mod tests {
             plt.entries
                 .iter()
                 .map(|p| {
-                    let name = String::from_utf8_lossy(string_at(&names, p.name));
-                    (p.addr, name.into_owned())
+                    let name = string_at(&names, p.name);
+                    // Read alone, as the profiler reads it, the same.
+                    let alone = elf.string(&sections[plt.strings], p.name, 1 << 20);
+                    assert_eq!(alone.as_deref(), Some(name), "{}", p.name);
+                    (p.addr, String::from_utf8_lossy(name).into_owned())
                 })
                 .collect(),
         )

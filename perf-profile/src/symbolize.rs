@@ -1029,8 +1029,8 @@ fn resolve_file(
 /// the entry's name, `name@plt` as perf gives it.
 #[cfg(feature = "symbolize")]
 fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
-    /// The most bytes of the PLT's string table read (`.dynstr`: a few hundred KiB).
-    const MAX_DYNSTR: u64 = 64 << 20;
+    /// The longest name read from the PLT's string table (`.dynstr`).
+    const MAX_NAME: u64 = 64 << 10;
     let Some(mut elf) = crate::elf::of(file) else {
         return Vec::new();
     };
@@ -1054,10 +1054,8 @@ fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
         .into_iter()
         .filter(|p| p.kind == crate::elf::PT_LOAD)
         .collect();
-    let Some(names) = sections
-        .get(plt.strings)
-        .and_then(|s| elf.section_data(s, MAX_DYNSTR))
-    else {
+    // Each name read alone: the table is MiBs in a large library.
+    let Some(names) = sections.get(plt.strings) else {
         return Vec::new();
     };
     let mut found = Vec::new();
@@ -1072,9 +1070,12 @@ fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
         let Some(e) = at.checked_sub(1).and_then(|at| plt.entries.get(at)) else {
             continue;
         };
-        let name = crate::elf::string_at(&names, e.name);
-        if addr - e.addr < e.size && !name.is_empty() {
-            found.push((i, format!("{}@plt", String::from_utf8_lossy(name))));
+        if addr - e.addr >= e.size {
+            continue;
+        }
+        let name = elf.string(names, e.name, MAX_NAME).unwrap_or_default();
+        if !name.is_empty() {
+            found.push((i, format!("{}@plt", String::from_utf8_lossy(&name))));
         }
     }
     found
