@@ -280,14 +280,23 @@ impl Table {
         // Per gap: the symbol's address, its module, its name.
         let mut best: Vec<Option<(u64, u16)>> = vec![None; addrs.len()];
         let mut names: Vec<Vec<u8>> = vec![Vec::new(); addrs.len()];
+        // Whether a symbol at `addr` would be kept (see above).
+        let kept = |best: &[Option<(u64, u16)>], addr: u64| {
+            let j = addrs.partition_point(|&a| a < addr);
+            (j < addrs.len() && best[j].is_none_or(|(b, _)| b <= addr)).then_some(j)
+        };
         lines_of(file, |line| {
+            // Most lines are not kept: decided from the address alone where it starts the line
+            // (then it is the one `text_symbol` reads), before the rest is parsed.
+            if address(line).is_some_and(|a| kept(&best, a).is_none()) {
+                return;
+            }
             let Some((addr, name, module)) = t.text_symbol(line) else {
                 return;
             };
-            let j = addrs.partition_point(|&a| a < addr);
-            if j == addrs.len() || best[j].is_some_and(|(b, _)| b > addr) {
+            let Some(j) = kept(&best, addr) else {
                 return;
-            }
+            };
             best[j] = Some((addr, module));
             names[j].clear();
             names[j].extend_from_slice(name);
