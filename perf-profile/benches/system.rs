@@ -20,6 +20,8 @@
 //!    busy (the C workload, python3, xz, gzip), then 20 (those and sixteen more: compressors,
 //!    checksums, interpreters; `BENCH_PROGRAMS=4,20` sets the counts): ours to a symbolized pprof
 //!    and `perf record -a -g` alone, at the same time. Targets: CPU <= 0.4x, peak RSS <= 32 MiB.
+//!    `BENCH_BASELINE=path/to/perf-profile` runs another build of the profiler at the same time
+//!    too (before and after a change, on the same load).
 //!
 //! `cargo bench -p perf-profile --bench system` (root: system-wide sampling). `BENCH_SECONDS`
 //! changes the capture's length; `BENCH_ONLY=dwarf` (a comma-separated list of `system`, `dwarf`,
@@ -246,7 +248,18 @@ fn programs(profile: &Path, calls: &Path, dir: &Path, secs: u64, n: usize) {
         println!("  (only {} of {n} programs are installed)", names.len());
     }
     std::thread::sleep(Duration::from_millis(300));
+    // A baseline build of the profiler (`BENCH_BASELINE=path`), at the same time as the others.
+    let baseline = std::env::var_os("BENCH_BASELINE").map(|b| {
+        spawn_usage(
+            Command::new(b)
+                .args(["-a", "-F", "999", "-d", &secs.to_string(), "-o"])
+                .arg(dir.join("baseline.pb.gz"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+    });
     let (ours, rec, samples) = side_by_side(profile, dir, secs);
+    let baseline = baseline.map(|b| b());
     for mut l in load {
         let _ = l.kill();
         let _ = l.wait();
@@ -265,6 +278,14 @@ fn programs(profile: &Path, calls: &Path, dir: &Path, secs: u64, n: usize) {
         ms(rec.cpu),
         mib(rec.max_rss_kib)
     );
+    if let Some(b) = baseline {
+        println!(
+            "  baseline profile:  {:7.0} ms CPU, peak RSS {:6.1} MiB (ratio {:.3})",
+            ms(b.cpu),
+            mib(b.max_rss_kib),
+            b.cpu.as_secs_f64() / rec.cpu.as_secs_f64().max(1e-9)
+        );
+    }
     println!(
         "  CPU ratio profile / perf record: {:.3} (target <= 0.4); peak RSS {:.1} MiB (target <= 32)",
         ours.cpu.as_secs_f64() / rec.cpu.as_secs_f64().max(1e-9),

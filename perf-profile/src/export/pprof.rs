@@ -176,7 +176,10 @@ impl Profile {
     /// [`Error::Write`] when `w` fails.
     pub fn write_pprof(&self, w: impl Write) -> Result<()> {
         let bytes = self.to_pprof().encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+        // The fastest level, as Go's runtime/pprof writes its profiles: the default level took
+        // about half of writing a system-wide capture's profile (774 KB of protobuf: 19 ms
+        // against 7 ms in zlib) for a file 11% smaller.
+        let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
         gz.write_all(&bytes).map_err(Error::Write)?;
         gz.finish()
             .map_err(Error::Write)?
