@@ -120,7 +120,19 @@ pub struct Stacks {
     keyed: Vec<(StackId, Option<IdentityId>, Counts)>,
     keyed_index: HashMap<(StackId, Option<IdentityId>), usize>,
     total: Counts,
+    /// The paths (root first: each frame and its node) of the last stacks a few threads added:
+    /// a thread's consecutive samples share most of their frames (an interpreter's dozens), and
+    /// those are then found by comparing, without two hash lookups each.
+    recent: Vec<(Option<IdentityId>, StackPath)>,
+    /// The slot of `recent` the next new thread takes.
+    recent_next: usize,
 }
+
+/// A stack's frames from the root, each with its node.
+type StackPath = Vec<(Frame, StackId)>;
+
+/// How many threads' last paths [`Stacks`] keeps.
+const RECENT_PATHS: usize = 8;
 
 impl Stacks {
     /// An empty table.
@@ -204,9 +216,40 @@ impl Stacks {
         add: Counts,
         who: Option<IdentityId>,
     ) -> Option<StackId> {
+        let slot = match self.recent.iter().position(|(w, _)| *w == who) {
+            Some(i) => i,
+            None if self.recent.len() < RECENT_PATHS => {
+                self.recent.push((who, Vec::new()));
+                self.recent.len() - 1
+            }
+            None => {
+                let i = self.recent_next % RECENT_PATHS;
+                self.recent_next = i + 1;
+                self.recent[i].0 = who;
+                self.recent[i].1.clear();
+                i
+            }
+        };
+        let mut path = std::mem::take(&mut self.recent[slot].1);
+        // While the frames are those of the thread's last stack, so are the nodes.
+        let mut same = true;
         let mut parent = None;
-        for frame in root_first {
-            let frame = self.intern(frame);
+        let mut depth = 0;
+        for original in root_first {
+            if same {
+                match path.get(depth) {
+                    Some(&(f, id)) if f == original => {
+                        parent = Some(id);
+                        depth += 1;
+                        continue;
+                    }
+                    _ => {
+                        same = false;
+                        path.truncate(depth);
+                    }
+                }
+            }
+            let frame = self.intern(original);
             let id = match self.node_index.get(&(frame, parent)) {
                 Some(&id) => id,
                 None => {
@@ -220,8 +263,13 @@ impl Stacks {
                     id
                 }
             };
+            path.push((original, id));
             parent = Some(id);
+            depth += 1;
         }
+        // As deep as this stack (where it is the start of the last one).
+        path.truncate(depth);
+        self.recent[slot].1 = path;
         let id = parent?;
         let counts = &mut self.nodes[id.0 as usize].counts;
         counts.samples += add.samples;
@@ -296,6 +344,55 @@ mod tests {
 
     fn k(addr: u64) -> Frame {
         Frame::Kernel { addr }
+    }
+
+    /// Threads' samples interleaved (more threads than the paths kept), stacks that share
+    /// prefixes, are longer and shorter than the thread's last: every stack is the path of
+    /// frames it was added with, and there is one node per distinct prefix.
+    #[test]
+    fn interleaved_threads_stacks_are_the_frames_they_were_added_with() {
+        let mut s = Stacks::new();
+        let mut prefixes = std::collections::HashSet::new();
+        let mut x = 12345u64;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let who: Vec<Identity> = (0..RECENT_PATHS as u32 + 4)
+            .map(|t| Identity::new(1, t, "app", "t"))
+            .collect();
+        let mut last: Vec<Vec<Frame>> = vec![Vec::new(); who.len()];
+        for _ in 0..5000 {
+            let t = next(who.len() as u64) as usize;
+            // Mostly the thread's last stack with its end changed; sometimes a new one.
+            let mut frames = last[t].clone();
+            if next(4) == 0 {
+                frames.clear();
+            }
+            let keep = next(frames.len() as u64 + 1) as usize;
+            frames.truncate(keep);
+            for _ in 0..next(6) {
+                frames.push(k(next(5)));
+            }
+            let id = s.add_as(frames.iter().copied(), 1, &who[t]);
+            assert_eq!(id.is_none(), frames.is_empty());
+            if let Some(id) = id {
+                let mut got: Vec<Frame> = s.frames_of(id).map(|f| s.frame(f).unwrap()).collect();
+                got.reverse();
+                assert_eq!(got, frames);
+            }
+            for n in 1..=frames.len() {
+                prefixes.insert(frames[..n].to_vec());
+            }
+            last[t] = frames;
+        }
+        assert_eq!(s.len(), prefixes.len());
+        assert_eq!(
+            s.total().samples,
+            s.sampled().map(|(_, c)| c.samples).sum::<u64>()
+        );
     }
 
     #[test]
