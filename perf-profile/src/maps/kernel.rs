@@ -280,9 +280,21 @@ impl Table {
         // Per gap: the symbol's address, its module, its name.
         let mut best: Vec<Option<(u64, u16)>> = vec![None; addrs.len()];
         let mut names: Vec<Vec<u8>> = vec![Vec::new(); addrs.len()];
-        // Whether a symbol at `addr` would be kept (see above).
-        let kept = |best: &[Option<(u64, u16)>], addr: u64| {
-            let j = addrs.partition_point(|&a| a < addr);
+        // The last address looked up and its gap: the kernel image's lines come sorted, so the
+        // next gap is found by stepping on from there; anything else by bisection.
+        let mut last = (0u64, 0usize);
+        // Whether a symbol at `addr` would be kept (see above): its gap.
+        let mut kept = move |best: &[Option<(u64, u16)>], addr: u64| {
+            let j = if addr >= last.0 {
+                let mut j = last.1;
+                while addrs.get(j).is_some_and(|&a| a < addr) {
+                    j += 1;
+                }
+                j
+            } else {
+                addrs.partition_point(|&a| a < addr)
+            };
+            last = (addr, j);
             (j < addrs.len() && best[j].is_none_or(|(b, _)| b <= addr)).then_some(j)
         };
         lines_of(file, |line| {
