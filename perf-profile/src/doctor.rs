@@ -410,7 +410,17 @@ fn pmu_check() -> Check {
         Err(perf_event::Error::NotSupported { detail, .. }) => Check {
             name,
             status: Status::Warn,
-            detail: format!("no cycles counter ({detail}): profiles sample the cpu-clock timer instead (as perf does)"),
+            detail: format!(
+                "{}: profiles sample the cpu-clock timer instead, as perf does",
+                {
+                    // The check's name says what is missing: not said twice.
+                    let why = crate::collect::no_cycles(&detail);
+                    match why.strip_prefix("no hardware PMU, so ") {
+                        Some(rest) => format!("none here, so {rest}"),
+                        None => why,
+                    }
+                }
+            ),
             fix: Some("nothing to do for CPU profiles; a VM needs a virtual PMU (e.g. KVM -cpu host) for cycles".into()),
         },
         Err(e) => Check {
@@ -814,6 +824,22 @@ mod tests {
             );
         }
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_missing_pmu_is_said_once_without_nested_parentheses() {
+        let detail = "no hardware PMU; this looks like a virtual machine (sysfs lists only: \
+                      breakpoint msr software tracepoint uprobe)";
+        let why = crate::collect::no_cycles(detail);
+        assert_eq!(
+            why,
+            "no hardware PMU, so no cycles; this looks like a virtual machine (sysfs lists only \
+             breakpoint msr software tracepoint uprobe)"
+        );
+        assert_eq!(
+            crate::collect::no_cycles("the kernel said no"),
+            "cycles cannot be counted here: the kernel said no"
+        );
     }
 
     #[test]

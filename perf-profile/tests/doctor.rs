@@ -36,13 +36,14 @@ fn build(dir: &Path) -> (String, String) {
     (s(&bin), s(&lib))
 }
 
-/// The doctor's block for the file `path` in `report`: its heading line (share and path) and the
-/// lines of its checks, up to the next file's heading.
+/// The doctor's block for the file `path` in `report`: the line of its heading (share and path)
+/// and the lines of its checks, up to the next file's heading (none for a file without samples,
+/// which gets one line).
 fn block<'a>(report: &'a str, path: &str) -> Option<(usize, Vec<&'a str>)> {
     let lines: Vec<&str> = report.lines().collect();
     let at = lines
         .iter()
-        .position(|l| l.trim_end().ends_with(path) && l.contains('%'))?;
+        .position(|l| l.contains(path) && l.contains('%'))?;
     let rest = lines[at + 1..]
         .iter()
         .take_while(|l| l.starts_with("        "))

@@ -454,7 +454,8 @@ fn run() -> Result<(), Fail> {
         let why = why.strip_prefix("off-CPU: ").unwrap_or(why);
         eprintln!("profile: off-CPU by {method} ({why})");
     } else {
-        eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+        // The reason is a sentence of its own (it may hold parentheses): not put in more.
+        eprintln!("profile: sampling {event} at {} Hz: {why}", a.frequency);
     }
 
     let started = Instant::now();
