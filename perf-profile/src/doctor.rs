@@ -14,8 +14,15 @@
 //! - tracefs (off-CPU profiles sample `sched:sched_switch`, else the `context-switches` software
 //!   event);
 //! - a hardware PMU, or the `cpu-clock` fallback;
-//! - for a binary: frame pointers (else `-g fp` stacks are truncated), unwind tables
-//!   (`.eh_frame`, for DWARF unwinding), a GNU build id (for symbolization elsewhere), symbols.
+//! - for a binary ([`DoctorOptions::binary`]) and, with [`files`], for every executable file a
+//!   process maps (shared libraries too, [`mapped_files`] of a short capture, those that hold the
+//!   samples first, or [`mapped_now`]): symbols (`.symtab`, else `.dynsym`'s exported functions
+//!   only, or an installed build-id debug file's), unwind tables (`.eh_frame` with
+//!   `.eh_frame_hdr`, or `.debug_frame`, for DWARF unwinding), frame pointers (else `-g fp`
+//!   stacks are truncated), a GNU build id (for symbolization elsewhere) and debug files (by
+//!   build id beneath `/usr/lib/debug`, which the symbolizer reads, and the one
+//!   `.gnu_debuglink` names). A mapped file is opened through [`crate::untrusted`] as the process
+//!   names it: no link followed, regular files only.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -1027,8 +1034,9 @@ impl fmt::Display for Files {
             } else {
                 r.file.samples as f64 * 100.0 / total as f64
             };
-            if r.file.samples == 0 && !r.checks.is_empty() {
-                // A file without samples: one line, each check's name and status.
+            if r.file.samples == 0 && total > 0 && !r.checks.is_empty() {
+                // A file without samples beside files with: one line, each check's name and
+                // status (with no samples at all, every file is shown in full).
                 let summary: Vec<String> = r
                     .checks
                     .iter()
@@ -1228,6 +1236,60 @@ mod tests {
             crate::collect::no_cycles("the kernel said no"),
             "cycles cannot be counted here: the kernel said no"
         );
+    }
+
+    #[test]
+    fn a_mapped_file_is_read_through_the_door_and_a_link_is_not_followed() {
+        let dir = std::env::temp_dir().join(format!("doctor-link-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let copy = dir.join("lib.so");
+        fs::copy(&exe, &copy).unwrap();
+        let link = dir.join("link.so");
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(&copy, &link).unwrap();
+        let (copy, link) = (copy.to_str().unwrap(), link.to_str().unwrap());
+        let mapped = [
+            Mapped::new(link, 3),
+            Mapped::new(copy, 7),
+            Mapped::new("[kernel]", 1),
+            Mapped::new("[vdso]", 0),
+        ];
+        let r = files(&mapped, None, "11 samples");
+        // What is not a file and has no samples is left out; what is not a file has no checks.
+        assert_eq!(r.files.len(), 3, "{r}");
+        assert!(r.get("[kernel]").unwrap().checks.is_empty());
+        let l = r.get(link).unwrap();
+        assert_eq!(l.checks.len(), 1, "{r}");
+        assert_eq!(
+            (l.checks[0].name.as_str(), l.checks[0].status),
+            ("file", Status::Warn)
+        );
+        assert!(
+            l.checks[0].detail.contains("without following a link"),
+            "{r}"
+        );
+        // The file itself: every check, by the file's name (its path heads the block).
+        let c = r.get(copy).unwrap();
+        let names: Vec<&str> = c.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "symbols",
+                "unwind tables",
+                "frame pointers",
+                "build id",
+                "debug file"
+            ]
+        );
+        assert!(
+            c.get("symbols").unwrap().detail.starts_with("lib.so has"),
+            "{r}"
+        );
+        let shown = r.to_string();
+        assert!(shown.starts_with("2 executable files mapped, by their share of 11 samples:\n"));
+        assert!(shown.contains(&format!("\n  27.3%  {link}\n")), "{shown}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
