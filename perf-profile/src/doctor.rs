@@ -944,7 +944,8 @@ impl FileReport {
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct Files {
-    /// What the samples were (`cpu-clock samples at 99 Hz over 3.0 s`), or why there are none.
+    /// What the samples were (`412 cpu-clock samples at 99 Hz over 3.0 s`: it starts with their
+    /// number), or why there are none (`not sampled: ...`).
     pub sampled: String,
     /// The files, most samples first.
     pub files: Vec<FileReport>,
@@ -1022,12 +1023,16 @@ fn mapped_checks(path: &str, pid: Option<u32>) -> Vec<Check> {
 impl fmt::Display for Files {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total: u64 = self.files.iter().map(|r| r.file.samples).sum();
-        writeln!(
-            f,
-            "{} executable files mapped, by their share of {}:",
-            self.files.iter().filter(|r| r.file.is_file()).count(),
-            self.sampled
-        )?;
+        let count = self.files.iter().filter(|r| r.file.is_file()).count();
+        if self.sampled.starts_with(|c: char| c.is_ascii_digit()) {
+            writeln!(
+                f,
+                "{count} executable files mapped, by their share of {}:",
+                self.sampled
+            )?;
+        } else {
+            writeln!(f, "{count} executable files mapped ({}):", self.sampled)?;
+        }
         for r in &self.files {
             let share = if total == 0 {
                 0.0

@@ -658,8 +658,9 @@ fn doctor_files(a: &Args) -> Result<perf_profile::doctor::Files, Fail> {
     opts.symbolize = Mode::None;
     let mut p = match Profiler::start(target, &opts) {
         Ok(p) => p,
+        Err(e @ Error::Spawn { .. }) => return Err(Fail::Error(e.to_string())),
         Err(e) => {
-            let why = format!("no samples: sampling failed ({e})");
+            let why = format!("not sampled: {e}");
             return Ok(match a.pids.first() {
                 Some(&pid) => files(&mapped_now(pid), Some(pid), &why),
                 None => {
