@@ -175,3 +175,35 @@ fn the_missing_pmu_is_said_once_plainly() {
     let out = profile(&["--doctor"]);
     said_once("the doctor without a target", &out);
 }
+
+#[test]
+fn doctor_of_a_running_process_names_its_libraries_by_their_share() {
+    require_sampling!();
+    require_cc!();
+    tests::require!(
+        have("strip", "--version"),
+        tests::Skip::Environment,
+        "no strip (binutils)"
+    );
+    let dir = scratch("doctor-pid");
+    let (bin, lib) = build(&dir);
+    let mut child = Command::new(&bin).arg("30").spawn().unwrap();
+    // Its library is mapped before main runs; the doctor samples it for a second.
+    let pid = child.id().to_string();
+    let out = profile(&["--doctor", "-F", "499", "-d", "1", "-p", &pid]);
+    let _ = child.kill();
+    let _ = child.wait();
+    // Without a command the report is on stdout.
+    let report = text(&out.stdout);
+    println!("{report}\n{}", text(&out.stderr));
+    let (lib_at, lib_checks) =
+        block(&report, &lib).unwrap_or_else(|| panic!("{lib} not named:\n{report}"));
+    let (bin_at, _) = block(&report, &bin).unwrap_or_else(|| panic!("{bin} not named:\n{report}"));
+    assert!(lib_at < bin_at, "{report}");
+    assert!(
+        lib_checks
+            .iter()
+            .any(|l| l.contains("[warn] symbols:") && l.contains("no .symtab")),
+        "{report}"
+    );
+}
