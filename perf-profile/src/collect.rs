@@ -756,7 +756,7 @@ fn open(
             }
             Err(perf_event::Error::NotSupported { detail, .. }) if event.0 == "cycles" => {
                 event = ("cpu-clock", Software::CpuClock.into());
-                event_reason = format!("no hardware PMU: cycles is not supported here ({detail})");
+                event_reason = no_cycles(&detail);
             }
             Err(perf_event::Error::Permission {
                 event: refused,
@@ -805,6 +805,30 @@ fn open(
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Why cycles are not sampled, from the refusal's `detail`, said once and plainly: perf-event's
+/// detail already says there is no hardware PMU, and nests the PMUs sysfs lists in parentheses,
+/// which the capture's line and the doctor put in parentheses of their own.
+pub(crate) fn no_cycles(detail: &str) -> String {
+    const LISTS: &str = "sysfs lists only: ";
+    match detail.strip_prefix("no hardware PMU") {
+        Some(rest) => {
+            let machine = if rest.contains("virtual machine") {
+                "; this looks like a virtual machine"
+            } else {
+                ""
+            };
+            match rest.split_once(LISTS) {
+                Some((_, pmus)) => format!(
+                    "no hardware PMU, so no cycles{machine} (sysfs lists only {})",
+                    pmus.trim_end_matches(')')
+                ),
+                None => format!("no hardware PMU, so no cycles{machine}"),
+            }
+        }
+        None => format!("cycles cannot be counted here: {detail}"),
     }
 }
 
