@@ -129,8 +129,18 @@ fn one_code_path_ends_at_one_root_and_complete_stacks_are_not_truncated() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `main -> deep` 400 frames deep: with frame pointers the kernel stops at its frame limit
-/// (`perf_event_max_stack`, 127 by default), with DWARF the 8 KiB copy of the stack runs out;
+/// A recursion depth past the kernel's frame limit (`perf_event_max_stack`, 127 by default): 400
+/// frames, or 100 more than a raised limit.
+fn deeper_than_the_limit() -> u32 {
+    let limit: u32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(127);
+    (limit + 100).max(400)
+}
+
+/// `main -> deep` 400 frames deep (see [`deeper_than_the_limit`]): with frame pointers the kernel
+/// stops at its frame limit, with DWARF the 8 KiB copy of the stack runs out;
 /// either way main is never reached, and every stack of the spin starts with `[truncated]` in the
 /// folded stacks, as the pprof's outermost location (a function named `[truncated]`), and in
 /// the OTLP profile.
@@ -141,7 +151,8 @@ fn a_stack_deeper_than_the_frame_limit_or_the_copy_starts_with_truncated_in_ever
     let dir = scratch("roots-deep");
     build_c(&dir, "roots");
     for mode in modes() {
-        let [folded, pb, otlp] = run(&dir, mode, mode, &["-F", "999"], &["deep", "400", "400"]);
+        let depth = deeper_than_the_limit().to_string();
+        let [folded, pb, otlp] = run(&dir, mode, mode, &["-F", "999"], &["deep", &depth, "400"]);
         let stacks = folded_file(&folded);
         let spin: Vec<(&String, &u64)> =
             stacks.iter().filter(|(s, _)| s.contains(";spin")).collect();
