@@ -1162,3 +1162,164 @@ fn open_on(
     }
     Ok((counters, samplers))
 }
+
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod tests {
+    use super::*;
+    use crate::elf::tests::build;
+    use crate::elf::{Endian, PT_LOAD};
+    use crate::untrusted::{self, Loader};
+    use perf_event::sample::record::{RecordId, Sample, Task};
+    use std::sync::{mpsc, Arc, Mutex};
+
+    /// A `-g dwarf` pipeline whose unwinder reads files with `loader`, waiting for none.
+    fn pipeline(loader: Loader) -> Pipeline {
+        let mut dwarf = unwind::dwarf::DwarfUnwinder::new();
+        dwarf.set_loader(loader, Duration::ZERO);
+        Pipeline {
+            maps: AddressSpaces::new(),
+            kernel: KernelSymbols::default(),
+            stacks: Stacks::new(),
+            symbols: Symbols::new(Mode::None),
+            stats: Stats::default(),
+            info: Info {
+                event: "cpu-clock".into(),
+                event_reason: String::new(),
+                frequency: 99,
+                start: SystemTime::now(),
+                duration: Duration::ZERO,
+                stats: Stats::default(),
+                notes: Vec::new(),
+                symbolize: Mode::None,
+                process: None,
+                service: None,
+            },
+            started: Instant::now(),
+            raw: Vec::new(),
+            frames: Vec::new(),
+            dwarf: Some(dwarf),
+            cut: None,
+            waits: None,
+            jit: PerfMaps::new(),
+            names: Names::default(),
+            max_stack: 127,
+            deferred: Vec::new(),
+            deferred_bytes: 0,
+            exited: Vec::new(),
+        }
+    }
+
+    /// A user-mode sample of process 1 at 0x10010 whose stack holds one frame record: the
+    /// caller's frame pointer (zero: the outermost) and a return address, 0x10020.
+    fn sample() -> Box<Sample> {
+        let sp = 0x7fff_0000u64;
+        let mut stack = vec![0u8; 16];
+        stack[8..].copy_from_slice(&0x10020u64.to_le_bytes());
+        #[cfg(target_arch = "x86_64")]
+        let regs = vec![sp, sp, 0x10010];
+        #[cfg(target_arch = "aarch64")]
+        let regs = vec![sp, 0x10020, sp, 0x10010];
+        Box::new(Sample {
+            record_id: RecordId {
+                task: Some(Task { pid: 1, tid: 1 }),
+                time: Some(1),
+                ..RecordId::default()
+            },
+            stat: None,
+            period: Some(1),
+            cgroup: None,
+            call_chain: None,
+            user_stack: Some(stack),
+            data_addr: None,
+            data_phys_addr: None,
+            data_page_size: None,
+            data_source: None,
+            code_addr: Some((0x10010, false)),
+            code_page_size: None,
+            user_regs: Some((regs, Abi::_64)),
+            intr_regs: None,
+            raw: None,
+            lbr: None,
+            aux: None,
+            txn: None,
+            weight: None,
+        })
+    }
+
+    /// Process 1 maps a file (`name` in a fresh folder) at 0x10000 whose tables cannot be read
+    /// yet: every worker of the returned loader is held until the sender is dropped.
+    fn stuck_file(name: &str) -> (Pipeline, mpsc::Sender<()>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("pp-defer-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sections: &[(&str, u32, u64, u64, &[u8])] = &[
+            (".text", 1, 6, 0x1000, &[0x90; 16]),
+            (".eh_frame", 1, 2, 0x2000, &[0; 64]),
+        ];
+        let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
+        let path = dir.join("a");
+        std::fs::write(&path, build(true, Endian::Little, segments, sections)).unwrap();
+        let loader = Loader::new();
+        let (release, stuck) = mpsc::channel::<()>();
+        let stuck = Arc::new(Mutex::new(stuck));
+        for i in 0..untrusted::MAX_WORKERS {
+            let s = Arc::clone(&stuck);
+            let _ = loader.ask(untrusted::key(("stuck", i)), Duration::ZERO, move || {
+                let _ = s.lock().unwrap().recv();
+            });
+        }
+        let mut p = pipeline(loader);
+        p.maps
+            .mmap(1, 0x10000, 0x1000, 0, path.to_str().unwrap(), None);
+        (p, release, dir)
+    }
+
+    /// A sample whose stack reaches a file whose tables are still being read is kept, not
+    /// aggregated as far as the guess went; once the file is read it is unwound as any later
+    /// sample of the path is (here: its caller too, and no `[truncated]` root).
+    #[test]
+    fn a_sample_waits_for_its_files_tables_then_ends_where_later_ones_do() {
+        let (mut p, release, dir) = stuck_file("read");
+        p.sample(Priv::User, sample());
+        assert_eq!((p.stats.samples, p.deferred.len()), (0, 1));
+        drop(release);
+        for _ in 0..1000 {
+            p.retry_deferred(false);
+            if p.deferred.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(p.deferred.is_empty(), "the file was never read");
+        assert_eq!((p.stats.samples, p.deferred_bytes), (1, 0));
+        let addrs: Vec<u64> = p
+            .stacks
+            .frames()
+            .iter()
+            .map(|f| match f {
+                Frame::User { addr, .. } | Frame::Unmapped { addr } => *addr,
+                f => panic!("{f:?}"),
+            })
+            .collect();
+        assert_eq!(addrs, [0x1001f, 0x10010], "root first");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// One whose file is still not read when the profile is taken is unwound as far as it goes
+    /// and rooted at `[truncated]`; its exited process's maps were kept for it until then.
+    #[test]
+    fn a_sample_whose_file_never_comes_is_truncated_when_the_profile_is_taken() {
+        let (mut p, release, dir) = stuck_file("never");
+        p.sample(Priv::User, sample());
+        p.exited.push(1);
+        p.retry_deferred(true);
+        assert!(p.deferred.is_empty() && p.exited.is_empty());
+        assert_eq!(p.stats.samples, 1);
+        let frames = p.stacks.frames();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert!(frames[0].is_truncated(), "the root: {frames:?}");
+        assert!(matches!(frames[1], Frame::User { addr: 0x10010, .. }));
+        assert!(!p.maps.knows(1), "its maps go once its samples are unwound");
+        drop(release);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
