@@ -475,6 +475,9 @@ impl Profiler {
             c.disable()?;
         }
         while self.poll(Duration::ZERO)? > 0 {}
+        // Every sample is in the stacks before anything reads them (the kernel symbols a
+        // profile needs, its frames).
+        self.pipe.settle_deferred();
         // The kernel's own count of lost records (it writes its last LOST record only once a
         // later record fits), where it has it.
         let mut lost = 0u64;
