@@ -227,6 +227,10 @@ struct Pipeline {
 /// then, its stack ends where every later sample of the same path ends, instead of at the frame
 /// in that file (see [`unwind::Ending::Pending`]).
 #[derive(Debug)]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 struct Deferred {
     since: Instant,
     pid: u32,
