@@ -13,9 +13,9 @@
 //!
 //! A stack unwound to its natural end ends at its outermost frame: with DWARF, the frame whose
 //! CFI says the return address is undefined (glibc's `_start` and the child side of `clone`
-//! say so: `.cfi_undefined rip`), or, in code without unwind tables, a frame pointer or return
-//! address of zero (`_start` clears the frame pointer); with frame pointers, the last frame record
-//! the kernel finds before a frame pointer of zero. Every stack of one code path ends at the
+//! say so: `.cfi_undefined rip` on x86_64), or, in code without unwind tables, a frame pointer or
+//! return address of zero (`_start` clears the frame pointer); with frame pointers, the return
+//! address of the last frame record the kernel finds before a frame pointer of zero. Every stack of one code path ends at the
 //! same frame that way, in each mode; the modes differ only where frame pointers cannot see:
 //! the frames between `main` and `_start` keep none in most distributions' glibc, so with
 //! `-g fp` a stack ends at main's caller (`__libc_start_call_main`) and with `-g dwarf` at
