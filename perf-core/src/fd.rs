@@ -10,6 +10,14 @@
 //! [`ErrorKind::InheritedFd`](crate::ErrorKind::InheritedFd), and must open its own event). An fd from
 //! anywhere else becomes a `PerfFd` only through `unsafe` [`PerfFd::from_owned`], whose caller promises
 //! that no other process maps the event.
+//!
+//! # Safety
+//!
+//! A `PerfFd` keeps its fd's number beside the `File` that owns it, so that [`AsFd`] and [`AsRawFd`] are
+//! a field load the caller inlines (std's `File::as_fd` is an out-of-line call through two functions,
+//! which a counter read paid on every `read(2)`). The number is set once, from the `File`, when the
+//! `PerfFd` is made, and the `File` is never replaced: it names the open fd for as long as the `PerfFd`
+//! lives, which is what [`BorrowedFd::borrow_raw`] asks for the lifetime of the `&self` borrow.
 
 use std::fmt;
 use std::fs::File;
@@ -46,6 +54,8 @@ use crate::fork;
 #[doc(alias = "perf_event_open")]
 pub struct PerfFd {
     file: File,
+    /// `file`'s fd number (see the module's Safety section).
+    raw: RawFd,
     generation: u64,
 }
 
@@ -72,10 +82,7 @@ impl PerfFd {
         // this point is always seen as one.
         let generation = fork::generation();
         let fd = perf_sys::perf_event_open_mut(attr, pid, cpu, group_fd, flags)?;
-        Ok(PerfFd {
-            file: File::from(fd),
-            generation,
-        })
+        Ok(PerfFd::new(File::from(fd), generation))
     }
 
     /// Wraps a perf event fd obtained elsewhere (a raw `perf_event_open`, a received or inherited fd) so
@@ -87,10 +94,7 @@ impl PerfFd {
     /// event's ring: not the process it came from, nor one it is passed to or shared with. Within this
     /// process perf-core checks the rest ([`Ring::map_exclusive`](crate::Ring::map_exclusive)).
     pub unsafe fn from_owned(fd: OwnedFd) -> PerfFd {
-        PerfFd {
-            file: File::from(fd),
-            generation: fork::generation(),
-        }
+        PerfFd::new(File::from(fd), fork::generation())
     }
 
     /// A duplicate (`F_DUPFD_CLOEXEC`) of the same event, of the same generation.
@@ -99,10 +103,16 @@ impl PerfFd {
     ///
     /// As `dup(2)` (`EMFILE` when the process is out of fds).
     pub fn try_clone(&self) -> io::Result<PerfFd> {
-        Ok(PerfFd {
-            file: self.file.try_clone()?,
-            generation: self.generation,
-        })
+        Ok(PerfFd::new(self.file.try_clone()?, self.generation))
+    }
+
+    fn new(file: File, generation: u64) -> PerfFd {
+        let raw = file.as_raw_fd();
+        PerfFd {
+            file,
+            raw,
+            generation,
+        }
     }
 
     /// Whether this fd was opened in the current process (not inherited through `fork()`): only then do
@@ -132,14 +142,18 @@ impl fmt::Debug for PerfFd {
 }
 
 impl AsFd for PerfFd {
+    #[inline]
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
+        // SAFETY: `raw` is the fd `self.file` owns, set when `self` was made; `self.file` is never
+        // replaced and closes the fd only when `self` drops, so it stays open for the borrow of `self`.
+        unsafe { BorrowedFd::borrow_raw(self.raw) }
     }
 }
 
 impl AsRawFd for PerfFd {
+    #[inline]
     fn as_raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+        self.raw
     }
 }
 

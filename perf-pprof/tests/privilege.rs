@@ -25,38 +25,13 @@ fn as_nobody() -> String {
     as_nobody_with(None)
 }
 
-/// [`as_nobody`], with RLIMIT_MEMLOCK set to `memlock` bytes when given (by `prlimit`).
+/// [`as_nobody`], with RLIMIT_MEMLOCK set to `memlock` bytes when given.
 fn as_nobody_with(memlock: Option<u64>) -> String {
-    let exe = std::env::current_exe().unwrap();
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let copy =
-        std::env::temp_dir().join(format!("perf-pprof-privilege-{}-{n}", std::process::id()));
-    tests::copy_executable(&exe, &copy);
-    let mut cmd = match memlock {
-        Some(bytes) => {
-            let mut c = Command::new("prlimit");
-            c.arg(format!("--memlock={bytes}:{bytes}")).arg("setpriv");
-            c
-        }
-        None => Command::new("setpriv"),
+    let how = tests::Rerun {
+        as_nobody: true,
+        memlock,
     };
-    let out = cmd
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&copy)
-        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&copy);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    tests::rerun_test("child", (CHILD_ENV, "1"), how)
 }
 
 /// The child: starts a guard, spins, prints `SAMPLES: <n>` or `ERROR: <message>`.

@@ -43,6 +43,22 @@ pub enum Frame {
     },
 }
 
+impl Frame {
+    /// The outermost frame of a stack whose unwinding stopped before the natural end of the
+    /// stack (see [`crate::unwind`]): named `[truncated]` in every output. It is an address in no
+    /// mapping that no frame can have (`u64::MAX`: the kernel reserves the top addresses of a
+    /// call chain for its `PERF_CONTEXT_*` markers, and unwinding never yields one).
+    pub const TRUNCATED: Frame = Frame::Unmapped { addr: u64::MAX };
+
+    /// Whether this is [`Frame::TRUNCATED`].
+    pub fn is_truncated(&self) -> bool {
+        *self == Self::TRUNCATED
+    }
+}
+
+/// What [`Frame::TRUNCATED`] is named, in every output.
+pub const TRUNCATED_NAME: &str = "[truncated]";
+
 /// Index of a frame in [`Stacks::frames`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameId(pub u32);

@@ -65,7 +65,9 @@ pub enum Target {
 #[non_exhaustive]
 pub enum CallGraph {
     /// The kernel walks frame pointers at each sample (`PERF_SAMPLE_CALLCHAIN`), user and
-    /// kernel frames. Code built without frame pointers shows truncated stacks.
+    /// kernel frames. Code built without frame pointers shows truncated stacks. A chain the
+    /// kernel cut at its frame limit (`perf_event_max_stack`) is rooted at `[truncated]`
+    /// ([`Frame::TRUNCATED`]; see [Where a stack ends](crate::unwind#where-a-stack-ends)).
     #[default]
     #[doc(alias = "PERF_SAMPLE_CALLCHAIN")]
     FramePointer,
@@ -73,7 +75,8 @@ pub enum CallGraph {
     /// (`PERF_SAMPLE_REGS_USER`, `PERF_SAMPLE_STACK_USER`, as `perf record --call-graph dwarf`),
     /// unwound here with framehop from the binaries' `.eh_frame` / `.debug_frame`: code built
     /// without frame pointers unwinds too. Kernel frames still come from the kernel's chain.
-    /// x86_64 and aarch64. A stack deeper than the copy ends where the copy does. Since Linux 3.7.
+    /// x86_64 and aarch64. A stack deeper than the copy ends where the copy does, at a
+    /// `[truncated]` root ([`Frame::TRUNCATED`]). Since Linux 3.7.
     #[doc(alias = "PERF_SAMPLE_STACK_USER")]
     #[doc(alias = "PERF_SAMPLE_REGS_USER")]
     Dwarf {
@@ -208,7 +211,54 @@ struct Pipeline {
     jit: PerfMaps,
     /// Process and thread names, from COMM and FORK records.
     names: Names,
+    /// The kernel's limit on a call chain's frames: a chain that long ran out.
+    max_stack: u32,
+    /// With [`CallGraph::Dwarf`]: samples whose unwinding reached a file whose tables were still
+    /// being read, unwound again once they are (see [`Deferred`]).
+    deferred: Vec<Deferred>,
+    /// The bytes of stack they keep.
+    deferred_bytes: usize,
+    /// Processes that exited while samples of theirs were deferred: their maps are kept until
+    /// those are unwound.
+    exited: Vec<u32>,
 }
+
+/// A sample kept until the unwind tables of a file its stack passes through are read: unwound
+/// then, its stack ends where every later sample of the same path ends, instead of at the frame
+/// in that file (see [`unwind::Ending::Pending`]).
+#[derive(Debug)]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+struct Deferred {
+    since: Instant,
+    pid: u32,
+    tid: u32,
+    time: Option<u64>,
+    period: u64,
+    who: crate::aggregate::Identity,
+    /// The kernel's frames (a sample in the kernel).
+    kernel: Vec<RawFrame>,
+    regs: Vec<u64>,
+    stack: Vec<u8>,
+    /// Off CPU: the nanoseconds until the thread ran again, once it did.
+    waited: Option<u64>,
+    /// Off CPU: the thread exited; a wait not ended by then is not counted.
+    exited: bool,
+}
+
+/// How long a sample waits for a file's unwind tables (a file on a hung file system never
+/// comes): then it is unwound as far as it goes and marked `[truncated]`. A file that has
+/// kept samples waiting that long keeps no more ([`unwind::dwarf::LOADING_WAIT`]), so a
+/// profile taken waits at most this long, once per such file.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const DEFER_WAIT: Duration = unwind::dwarf::LOADING_WAIT;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const DEFER_WAIT: Duration = Duration::from_secs(2);
+
+/// The stack bytes deferred samples may keep in all; past it a sample is not deferred.
+const DEFER_BYTES: usize = 4 << 20;
 
 impl Profiler {
     /// Opens the events for `target` and starts sampling (for a command: spawns it).
@@ -330,6 +380,10 @@ impl Profiler {
                 waits: opts.off_cpu.then(Waits::new),
                 jit,
                 names: Names::default(),
+                max_stack: unwind::max_stack(),
+                deferred: Vec::new(),
+                deferred_bytes: 0,
+                exited: Vec::new(),
             },
         })
     }
@@ -356,6 +410,7 @@ impl Profiler {
             self.pipe.handle(cpumode, record);
             n += 1;
         }
+        self.pipe.retry_deferred(false);
         self.pipe.stats.late += merged.late();
         Ok(n)
     }
@@ -424,6 +479,9 @@ impl Profiler {
             c.disable()?;
         }
         while self.poll(Duration::ZERO)? > 0 {}
+        // Every sample is in the stacks before anything reads them (the kernel symbols a
+        // profile needs, its frames).
+        self.pipe.settle_deferred();
         // The kernel's own count of lost records (it writes its last LOST record only once a
         // later record fits), where it has it.
         let mut lost = 0u64;
@@ -458,6 +516,7 @@ impl Pipeline {
     /// The profile of the stacks aggregated, symbolized; `take`: they move into it (and the
     /// aggregation starts afresh) instead of being copied.
     fn snapshot(&mut self, take: bool) -> Profile {
+        self.settle_deferred();
         self.symbols
             .resolve(self.stacks.frames(), &self.maps, &self.kernel);
         let lines = self
@@ -466,6 +525,7 @@ impl Pipeline {
             .iter()
             .map(|f| match *f {
                 Frame::Jit { pid, addr } => jit_lines(&self.jit, pid, addr).into(),
+                _ if f.is_truncated() => truncated_lines(),
                 _ => self.symbols.shared_lines(f),
             })
             .collect();
@@ -503,20 +563,19 @@ impl Pipeline {
     }
 
     /// With [`CallGraph::Dwarf`]: the kernel's frames (a sample in the kernel), then the user
-    /// stack unwound from the sample's registers and stack copy, into `self.raw`. `false` when
-    /// the sample has no copy to unwind (another mode, a kernel thread, a 32-bit task).
+    /// stack unwound from the sample's registers and stack copy, into `self.raw`, and how its
+    /// unwinding ended. `None` when the sample has no copy to unwind (another mode, a kernel
+    /// thread, a 32-bit task).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn unwind_user(
         &mut self,
         pid: u32,
         cpumode: Priv,
         s: &perf_event::sample::record::Sample,
-    ) -> bool {
-        let Some(dwarf) = self.dwarf.as_mut() else {
-            return false;
-        };
+    ) -> Option<unwind::Ending> {
+        let dwarf = self.dwarf.as_mut()?;
         let (Some((regs, Abi::_64)), Some(stack)) = (&s.user_regs, &s.user_stack) else {
-            return false;
+            return None;
         };
         if pid != 0 && !self.maps.knows(pid) {
             self.maps.seed_from_proc(pid);
@@ -540,77 +599,223 @@ impl Pipeline {
         _pid: u32,
         _cpumode: Priv,
         _s: &perf_event::sample::record::Sample,
-    ) -> bool {
-        false
+    ) -> Option<unwind::Ending> {
+        None
+    }
+
+    fn sample(&mut self, cpumode: Priv, mut s: Box<perf_event::sample::record::Sample>) {
+        let pid = s.record_id.task.map_or(0, |t| t.pid);
+        self.raw.clear();
+        let ending = match self.unwind_user(pid, cpumode, &s) {
+            Some(ending) => ending,
+            None => {
+                let chain = s.call_chain.as_ref().map(|c| c.ips());
+                unwind::frames_from_call_chain(
+                    chain,
+                    s.code_addr.map(|(ip, _)| ip),
+                    cpumode == Priv::Kernel,
+                    &mut self.raw,
+                );
+                match chain {
+                    Some(c) if unwind::chain_ran_out(c, self.max_stack) => {
+                        unwind::Ending::Truncated
+                    }
+                    _ => unwind::Ending::Root,
+                }
+            }
+        };
+        let (tid, time) = (s.record_id.task.map_or(0, |t| t.tid), s.record_id.time);
+        let period = s.period.unwrap_or(1);
+        if ending == unwind::Ending::Pending {
+            if let (Some((regs, _)), Some(stack)) = (s.user_regs.take(), s.user_stack.take()) {
+                if self.deferred_bytes + stack.len() <= DEFER_BYTES {
+                    self.deferred_bytes += stack.len();
+                    let kernel = self
+                        .raw
+                        .iter()
+                        .copied()
+                        .filter(|f| f.context == Context::Kernel)
+                        .collect();
+                    let who = self.names.identity(pid, tid);
+                    self.deferred.push(Deferred {
+                        since: Instant::now(),
+                        pid,
+                        tid,
+                        time,
+                        period,
+                        who,
+                        kernel,
+                        regs,
+                        stack,
+                        waited: None,
+                        exited: false,
+                    });
+                    return;
+                }
+            }
+        }
+        let who = self.names.identity(pid, tid);
+        self.aggregate(pid, tid, time, period, ending, &who, None);
+    }
+
+    /// Adds the frames unwound into `self.raw` (leaf first), ended by `ending`, as a sample of
+    /// `period` in thread `tid` of `pid` at `time`; off CPU, as the thread's switch-out, or
+    /// (`waited`: a deferred one whose wait ended meanwhile) as that wait.
+    #[allow(clippy::too_many_arguments)]
+    fn aggregate(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: Option<u64>,
+        period: u64,
+        ending: unwind::Ending,
+        who: &crate::aggregate::Identity,
+        waited: Option<u64>,
+    ) {
+        if self.raw.is_empty() {
+            self.stats.empty += 1;
+            return;
+        }
+        if pid != 0 && !self.maps.knows(pid) && self.raw.iter().any(|f| f.context == Context::User)
+        {
+            self.maps.seed_from_proc(pid);
+        }
+        self.frames.clear();
+        for f in &self.raw {
+            let frame = match f.context {
+                Context::Kernel if self.kernel.hidden().is_some() => {
+                    if self.frames.last() == Some(&Frame::KernelHidden) {
+                        continue;
+                    }
+                    Frame::KernelHidden
+                }
+                Context::Kernel => Frame::Kernel { addr: f.addr },
+                Context::User => {
+                    let mapping = self.maps.find(pid, f.addr);
+                    let file = mapping
+                        .and_then(|m| self.maps.mapping(m))
+                        .is_some_and(|m| m.is_file());
+                    match mapping {
+                        _ if !file && self.jit.find(pid, f.addr).is_some() => {
+                            Frame::Jit { pid, addr: f.addr }
+                        }
+                        Some(mapping) => Frame::User {
+                            mapping,
+                            addr: f.addr,
+                        },
+                        None => Frame::Unmapped { addr: f.addr },
+                    }
+                }
+            };
+            self.frames.push(frame);
+        }
+        if ending != unwind::Ending::Root {
+            self.frames.push(Frame::TRUNCATED);
+        }
+        if let Some(w) = self.waits.as_mut() {
+            if let Some(ns) = waited {
+                self.stacks
+                    .add_as(self.frames.iter().rev().copied(), ns, who);
+                self.stats.samples += 1;
+            } else if let Some(time) = time {
+                w.switched_out(tid, time, &self.frames);
+            }
+            return;
+        }
+        self.stacks
+            .add_as(self.frames.iter().rev().copied(), period, who);
+        self.stats.samples += 1;
+    }
+
+    /// Unwinds the deferred samples again: those whose files are read now, those that waited
+    /// [`DEFER_WAIT`], and with `all` (a profile is taken) every one, marked `[truncated]` where
+    /// a file is still not read. The processes that exited meanwhile go once none of their
+    /// samples waits.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn retry_deferred(&mut self, all: bool) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let mut keep = Vec::new();
+        // A process whose first deferred sample still waits: its others wait too (each try
+        // rebuilds its unwinder).
+        let mut waiting: Vec<u32> = Vec::new();
+        for d in std::mem::take(&mut self.deferred) {
+            let forced = all;
+            if !forced && waiting.contains(&d.pid) {
+                keep.push(d);
+                continue;
+            }
+            self.raw.clear();
+            self.raw.extend_from_slice(&d.kernel);
+            let Some(dwarf) = self.dwarf.as_mut() else {
+                break;
+            };
+            let ending = dwarf
+                .unwind(d.pid, &self.maps, &d.regs, &d.stack, &mut self.raw)
+                .unwrap_or(unwind::Ending::Truncated);
+            if ending == unwind::Ending::Pending && !forced && d.since.elapsed() < DEFER_WAIT {
+                waiting.push(d.pid);
+                keep.push(d);
+                continue;
+            }
+            self.deferred_bytes -= d.stack.len();
+            if self.waits.is_some() && d.waited.is_none() {
+                // Off CPU, still switched out: unless it exited or switched out again since
+                // (a switch-in was lost), its wait goes on from its switch-out.
+                let later = self.waits.as_ref().is_some_and(|w| w.contains(d.tid));
+                if d.exited || later {
+                    continue;
+                }
+            }
+            let ending = match ending {
+                unwind::Ending::Pending => unwind::Ending::Truncated,
+                e => e,
+            };
+            self.aggregate(d.pid, d.tid, d.time, d.period, ending, &d.who, d.waited);
+        }
+        keep.append(&mut self.deferred);
+        self.deferred = keep;
+        let mut exited = std::mem::take(&mut self.exited);
+        exited.retain(|&pid| {
+            let waits = self.deferred.iter().any(|d| d.pid == pid);
+            if !waits {
+                self.exit_process(pid);
+            }
+            waits
+        });
+        self.exited = exited;
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn retry_deferred(&mut self, _all: bool) {}
+
+    /// Before a profile is taken: the deferred samples' files are waited for a while (their
+    /// loads were asked for when the samples came), then every one is unwound.
+    fn settle_deferred(&mut self) {
+        let until = Instant::now() + DEFER_WAIT;
+        while !self.deferred.is_empty() && Instant::now() < until {
+            self.retry_deferred(false);
+            if !self.deferred.is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.retry_deferred(true);
+    }
+
+    /// Process `pid` exited: its address space, JIT map and unwinder go.
+    fn exit_process(&mut self, pid: u32) {
+        self.maps.exit(pid);
+        self.jit.exit(pid);
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if let Some(d) = self.dwarf.as_mut() {
+            d.exit(pid);
+        }
     }
 
     fn handle(&mut self, cpumode: Priv, record: Record) {
         match record {
-            Record::Sample(s) => {
-                let pid = s.record_id.task.map_or(0, |t| t.pid);
-                self.raw.clear();
-                if !self.unwind_user(pid, cpumode, &s) {
-                    unwind::frames_from_call_chain(
-                        s.call_chain.as_ref().map(|c| c.ips()),
-                        s.code_addr.map(|(ip, _)| ip),
-                        cpumode == Priv::Kernel,
-                        &mut self.raw,
-                    );
-                }
-                if self.raw.is_empty() {
-                    self.stats.empty += 1;
-                    return;
-                }
-                if pid != 0
-                    && !self.maps.knows(pid)
-                    && self.raw.iter().any(|f| f.context == Context::User)
-                {
-                    self.maps.seed_from_proc(pid);
-                }
-                self.frames.clear();
-                for f in &self.raw {
-                    let frame = match f.context {
-                        Context::Kernel if self.kernel.hidden().is_some() => {
-                            if self.frames.last() == Some(&Frame::KernelHidden) {
-                                continue;
-                            }
-                            Frame::KernelHidden
-                        }
-                        Context::Kernel => Frame::Kernel { addr: f.addr },
-                        Context::User => {
-                            let mapping = self.maps.find(pid, f.addr);
-                            let file = mapping
-                                .and_then(|m| self.maps.mapping(m))
-                                .is_some_and(|m| m.is_file());
-                            match mapping {
-                                _ if !file && self.jit.find(pid, f.addr).is_some() => {
-                                    Frame::Jit { pid, addr: f.addr }
-                                }
-                                Some(mapping) => Frame::User {
-                                    mapping,
-                                    addr: f.addr,
-                                },
-                                None => Frame::Unmapped { addr: f.addr },
-                            }
-                        }
-                    };
-                    self.frames.push(frame);
-                }
-                if let Some(w) = self.waits.as_mut() {
-                    if let (Some(t), Some(time)) = (s.record_id.task, s.record_id.time) {
-                        w.switched_out(t.tid, time, &self.frames);
-                    }
-                    return;
-                }
-                let (pid, tid) = s.record_id.task.map_or((0, 0), |t| (t.pid, t.tid));
-                let who = self.names.identity(pid, tid);
-                self.stacks.add_as(
-                    self.frames.iter().rev().copied(),
-                    s.period.unwrap_or(1),
-                    &who,
-                );
-                self.stats.samples += 1;
-            }
+            Record::Sample(s) => self.sample(cpumode, s),
             Record::Mmap(m) => {
                 if !m.executable {
                     return;
@@ -652,12 +857,15 @@ impl Pipeline {
                 if let Some(w) = self.waits.as_mut() {
                     w.exited(e.task.tid);
                 }
+                for d in self.deferred.iter_mut().filter(|d| d.tid == e.task.tid) {
+                    d.exited = true;
+                }
                 if e.task.pid == e.task.tid {
-                    self.maps.exit(e.task.pid);
-                    self.jit.exit(e.task.pid);
-                    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-                    if let Some(d) = self.dwarf.as_mut() {
-                        d.exit(e.task.pid);
+                    if self.deferred.iter().any(|d| d.pid == e.task.pid) {
+                        // Its samples still waiting for files need its maps: it goes with them.
+                        self.exited.push(e.task.pid);
+                    } else {
+                        self.exit_process(e.task.pid);
                     }
                 }
             }
@@ -672,6 +880,14 @@ impl Pipeline {
                     let who = self.names.identity(t.pid, t.tid);
                     self.stacks.add_as(frames.into_iter().rev(), ns, &who);
                     self.stats.samples += 1;
+                } else if let Some(d) = self
+                    .deferred
+                    .iter_mut()
+                    .rev()
+                    .find(|d| d.tid == t.tid && d.waited.is_none())
+                {
+                    // Its switch-out is deferred: the wait is counted once it is unwound.
+                    d.waited = d.time.map(|out| time.saturating_sub(out));
                 }
             }
             Record::LostRecords(l) => self.stats.lost_records += l.lost_records,
@@ -683,6 +899,16 @@ impl Pipeline {
 }
 
 /// The function a JIT frame names, from its process's perf map.
+/// How [`Frame::TRUNCATED`] is named: a function of its own, so that viewers that read only
+/// functions show it (in every symbolization mode: it is no address a backend could name).
+fn truncated_lines() -> std::sync::Arc<[crate::symbolize::Line]> {
+    std::sync::Arc::from(vec![crate::symbolize::Line {
+        function: crate::aggregate::TRUNCATED_NAME.to_owned(),
+        file: None,
+        line: None,
+    }])
+}
+
 fn jit_lines(jit: &PerfMaps, pid: u32, addr: u64) -> Vec<crate::symbolize::Line> {
     jit.name(pid, addr)
         .map(|name| {
@@ -770,7 +996,7 @@ fn open(
             }
             Err(perf_event::Error::NotSupported { detail, .. }) if event.0 == "cycles" => {
                 event = ("cpu-clock", Software::CpuClock.into());
-                event_reason = format!("no hardware PMU: cycles is not supported here ({detail})");
+                event_reason = no_cycles(&detail);
             }
             Err(perf_event::Error::Permission {
                 event: refused,
@@ -819,6 +1045,30 @@ fn open(
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Why cycles are not sampled, from the refusal's `detail`, said once and plainly: perf-event's
+/// detail already says there is no hardware PMU, and nests the PMUs sysfs lists in parentheses,
+/// which the capture's line and the doctor put in parentheses of their own.
+pub(crate) fn no_cycles(detail: &str) -> String {
+    const LISTS: &str = "sysfs lists only: ";
+    match detail.strip_prefix("no hardware PMU") {
+        Some(rest) => {
+            let machine = if rest.contains("virtual machine") {
+                "; this looks like a virtual machine"
+            } else {
+                ""
+            };
+            match rest.split_once(LISTS) {
+                Some((_, pmus)) => format!(
+                    "no hardware PMU, so no cycles{machine} (sysfs lists only {})",
+                    pmus.trim_end_matches(')')
+                ),
+                None => format!("no hardware PMU, so no cycles{machine}"),
+            }
+        }
+        None => format!("cycles cannot be counted here: {detail}"),
     }
 }
 
@@ -956,4 +1206,165 @@ fn open_on(
         }
     }
     Ok((counters, samplers))
+}
+
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod tests {
+    use super::*;
+    use crate::elf::tests::build;
+    use crate::elf::{Endian, PT_LOAD};
+    use crate::untrusted::{self, Loader};
+    use perf_event::sample::record::{RecordId, Sample, Task};
+    use std::sync::{mpsc, Arc, Mutex};
+
+    /// A `-g dwarf` pipeline whose unwinder reads files with `loader`, waiting for none.
+    fn pipeline(loader: Loader) -> Pipeline {
+        let mut dwarf = unwind::dwarf::DwarfUnwinder::new();
+        dwarf.set_loader(loader, Duration::ZERO);
+        Pipeline {
+            maps: AddressSpaces::new(),
+            kernel: KernelSymbols::default(),
+            stacks: Stacks::new(),
+            symbols: Symbols::new(Mode::None),
+            stats: Stats::default(),
+            info: Info {
+                event: "cpu-clock".into(),
+                event_reason: String::new(),
+                frequency: 99,
+                start: SystemTime::now(),
+                duration: Duration::ZERO,
+                stats: Stats::default(),
+                notes: Vec::new(),
+                symbolize: Mode::None,
+                process: None,
+                service: None,
+            },
+            started: Instant::now(),
+            raw: Vec::new(),
+            frames: Vec::new(),
+            dwarf: Some(dwarf),
+            cut: None,
+            waits: None,
+            jit: PerfMaps::new(),
+            names: Names::default(),
+            max_stack: 127,
+            deferred: Vec::new(),
+            deferred_bytes: 0,
+            exited: Vec::new(),
+        }
+    }
+
+    /// A user-mode sample of process 1 at 0x10010 whose stack holds one frame record: the
+    /// caller's frame pointer (zero: the outermost) and a return address, 0x10020.
+    fn sample() -> Box<Sample> {
+        let sp = 0x7fff_0000u64;
+        let mut stack = vec![0u8; 16];
+        stack[8..].copy_from_slice(&0x10020u64.to_le_bytes());
+        #[cfg(target_arch = "x86_64")]
+        let regs = vec![sp, sp, 0x10010];
+        #[cfg(target_arch = "aarch64")]
+        let regs = vec![sp, 0x10020, sp, 0x10010];
+        Box::new(Sample {
+            record_id: RecordId {
+                task: Some(Task { pid: 1, tid: 1 }),
+                time: Some(1),
+                ..RecordId::default()
+            },
+            stat: None,
+            period: Some(1),
+            cgroup: None,
+            call_chain: None,
+            user_stack: Some(stack),
+            data_addr: None,
+            data_phys_addr: None,
+            data_page_size: None,
+            data_source: None,
+            code_addr: Some((0x10010, false)),
+            code_page_size: None,
+            user_regs: Some((regs, Abi::_64)),
+            intr_regs: None,
+            raw: None,
+            lbr: None,
+            aux: None,
+            txn: None,
+            weight: None,
+        })
+    }
+
+    /// Process 1 maps a file (`name` in a fresh folder) at 0x10000 whose tables cannot be read
+    /// yet: every worker of the returned loader is held until the sender is dropped.
+    fn stuck_file(name: &str) -> (Pipeline, mpsc::Sender<()>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("pp-defer-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sections: &[(&str, u32, u64, u64, &[u8])] = &[
+            (".text", 1, 6, 0x1000, &[0x90; 16]),
+            (".eh_frame", 1, 2, 0x2000, &[0; 64]),
+        ];
+        let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
+        let path = dir.join("a");
+        std::fs::write(&path, build(true, Endian::Little, segments, sections)).unwrap();
+        let loader = Loader::new();
+        let (release, stuck) = mpsc::channel::<()>();
+        let stuck = Arc::new(Mutex::new(stuck));
+        for i in 0..untrusted::MAX_WORKERS {
+            let s = Arc::clone(&stuck);
+            let _ = loader.ask(untrusted::key(("stuck", i)), Duration::ZERO, move || {
+                let _ = s.lock().unwrap().recv();
+            });
+        }
+        let mut p = pipeline(loader);
+        p.maps
+            .mmap(1, 0x10000, 0x1000, 0, path.to_str().unwrap(), None);
+        (p, release, dir)
+    }
+
+    /// A sample whose stack reaches a file whose tables are still being read is kept, not
+    /// aggregated as far as the guess went; once the file is read it is unwound as any later
+    /// sample of the path is (here: its caller too, and no `[truncated]` root).
+    #[test]
+    fn a_sample_waits_for_its_files_tables_then_ends_where_later_ones_do() {
+        let (mut p, release, dir) = stuck_file("read");
+        p.sample(Priv::User, sample());
+        assert_eq!((p.stats.samples, p.deferred.len()), (0, 1));
+        drop(release);
+        for _ in 0..1000 {
+            p.retry_deferred(false);
+            if p.deferred.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(p.deferred.is_empty(), "the file was never read");
+        assert_eq!((p.stats.samples, p.deferred_bytes), (1, 0));
+        let addrs: Vec<u64> = p
+            .stacks
+            .frames()
+            .iter()
+            .map(|f| match f {
+                Frame::User { addr, .. } | Frame::Unmapped { addr } => *addr,
+                f => panic!("{f:?}"),
+            })
+            .collect();
+        assert_eq!(addrs, [0x1001f, 0x10010], "root first");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// One whose file is still not read when the profile is taken is unwound as far as it goes
+    /// and rooted at `[truncated]`; its exited process's maps were kept for it until then.
+    #[test]
+    fn a_sample_whose_file_never_comes_is_truncated_when_the_profile_is_taken() {
+        let (mut p, release, dir) = stuck_file("never");
+        p.sample(Priv::User, sample());
+        p.exited.push(1);
+        p.retry_deferred(true);
+        assert!(p.deferred.is_empty() && p.exited.is_empty());
+        assert_eq!(p.stats.samples, 1);
+        let frames = p.stacks.frames();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert!(frames[0].is_truncated(), "the root: {frames:?}");
+        assert!(matches!(frames[1], Frame::User { addr: 0x10010, .. }));
+        assert!(!p.maps.knows(1), "its maps go once its samples are unwound");
+        drop(release);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -14,8 +14,15 @@
 //! - tracefs (off-CPU profiles sample `sched:sched_switch`, else the `context-switches` software
 //!   event);
 //! - a hardware PMU, or the `cpu-clock` fallback;
-//! - for a binary: frame pointers (else `-g fp` stacks are truncated), unwind tables
-//!   (`.eh_frame`, for DWARF unwinding), a GNU build id (for symbolization elsewhere), symbols.
+//! - for a binary ([`DoctorOptions::binary`]) and, with [`files`], for every executable file a
+//!   process maps (shared libraries too, [`mapped_files`] of a short capture, those that hold the
+//!   samples first, or [`mapped_now`]): symbols (`.symtab`, else `.dynsym`'s exported functions
+//!   only, or an installed build-id debug file's), unwind tables (`.eh_frame` with
+//!   `.eh_frame_hdr`, or `.debug_frame`, for DWARF unwinding), frame pointers (else `-g fp`
+//!   stacks are truncated), a GNU build id (for symbolization elsewhere) and debug files (by
+//!   build id beneath `/usr/lib/debug`, which the symbolizer reads, and the one
+//!   `.gnu_debuglink` names). A mapped file is opened through [`crate::untrusted`] as the process
+//!   names it: no link followed, regular files only.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -410,7 +417,17 @@ fn pmu_check() -> Check {
         Err(perf_event::Error::NotSupported { detail, .. }) => Check {
             name,
             status: Status::Warn,
-            detail: format!("no cycles counter ({detail}): profiles sample the cpu-clock timer instead (as perf does)"),
+            detail: format!(
+                "{}: profiles sample the cpu-clock timer instead, as perf does",
+                {
+                    // The check's name says what is missing: not said twice.
+                    let why = crate::collect::no_cycles(&detail);
+                    match why.strip_prefix("no hardware PMU, so ") {
+                        Some(rest) => format!("none here, so {rest}"),
+                        None => why,
+                    }
+                }
+            ),
             fix: Some("nothing to do for CPU profiles; a VM needs a virtual PMU (e.g. KVM -cpu host) for cycles".into()),
         },
         Err(e) => Check {
@@ -454,7 +471,12 @@ impl Binary {
     fn open(path: &Path) -> Option<Self> {
         let canonical = fs::canonicalize(path).ok()?;
         let file = crate::untrusted::open(canonical.to_str()?, None).ok()?;
-        let mut elf = elf::of(file.into_file())?;
+        Self::of(file.into_file())
+    }
+
+    /// The ELF file open as `file`.
+    fn of(file: File) -> Option<Self> {
+        let mut elf = elf::of(file)?;
         if elf.header().endian != Endian::Little {
             return None;
         }
@@ -520,9 +542,9 @@ fn sets_frame_pointer(machine: u16, code: &[u8]) -> bool {
     }
 }
 
-/// Checks of the binary at `path`.
+/// Checks of the binary at `path` (the user's choice: links followed).
 fn binary_checks(path: &Path) -> Vec<Check> {
-    let shown = path.display();
+    let shown = path.display().to_string();
     let Some(mut bin) = Binary::open(path) else {
         return vec![Check {
             name: "binary".into(),
@@ -531,8 +553,26 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             fix: None,
         }];
     };
-    let mut out = Vec::new();
-    // Frame pointers: the share of sizeable functions whose prologue sets one up.
+    let canonical = fs::canonicalize(path).map(|p| p.to_string_lossy().into_owned());
+    checks_of(&mut bin, &shown, canonical.as_deref().ok(), None)
+}
+
+/// The checks of `bin`, a file shown as `shown`, at `path` as process `pid` names it (where its
+/// `.gnu_debuglink` is looked for): symbols, unwind tables, frame pointers, build id, debug file.
+fn checks_of(bin: &mut Binary, shown: &str, path: Option<&str>, pid: Option<u32>) -> Vec<Check> {
+    let build_id = crate::maps::build_id::of_file(bin.elf.source());
+    let (debug, by_id) = debug_check(bin, shown, build_id.as_deref(), path, pid);
+    vec![
+        symbols_check(bin, shown, by_id),
+        unwind_check(bin, shown),
+        frame_pointer_check(bin, shown),
+        build_id_check(shown, build_id.as_deref()),
+        debug,
+    ]
+}
+
+/// Frame pointers: the share of sizeable functions whose prologue sets one up.
+fn frame_pointer_check(bin: &mut Binary, shown: &str) -> Check {
     let funcs = bin.functions();
     let step = (funcs.len() / 2000).max(1);
     let (mut with, mut seen) = (0u64, 0u64);
@@ -545,9 +585,10 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             }
         }
     }
-    let fp = match (with * 100).checked_div(seen) {
+    let name = "frame pointers".to_owned();
+    match (with * 100).checked_div(seen) {
         None => Check {
-            name: "frame pointers".into(),
+            name,
             status: Status::Warn,
             detail: format!("{shown} has no function symbols to look at (stripped): cannot tell"),
             fix: None,
@@ -557,14 +598,14 @@ fn binary_checks(path: &Path) -> Vec<Check> {
                 format!("{with} of {seen} functions of {shown} set up a frame pointer ({share}%)");
             if share >= 80 {
                 Check {
-                    name: "frame pointers".into(),
+                    name,
                     status: Status::Ok,
                     detail,
                     fix: None,
                 }
             } else {
                 Check {
-                    name: "frame pointers".into(),
+                    name,
                     status: Status::Warn,
                     detail: format!("{detail}: -g fp stacks through the others are truncated"),
                     fix: Some(
@@ -575,23 +616,29 @@ fn binary_checks(path: &Path) -> Vec<Check> {
                 }
             }
         }
-    };
-    out.push(fp);
+    }
+}
+
+fn unwind_check(bin: &Binary, shown: &str) -> Check {
     let eh = bin.has(".eh_frame");
     let hdr = bin.has(".eh_frame_hdr");
     let dbg = bin.has(".debug_frame");
-    out.push(if (eh && hdr) || dbg {
+    if (eh && hdr) || dbg {
         Check {
             name: "unwind tables".into(),
             status: Status::Ok,
             detail: format!(
                 "{shown} has {}: -g dwarf can unwind it",
-                [(eh, ".eh_frame"), (hdr, ".eh_frame_hdr"), (dbg, ".debug_frame")]
-                    .iter()
-                    .filter(|(h, _)| *h)
-                    .map(|(_, n)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                [
+                    (eh, ".eh_frame"),
+                    (hdr, ".eh_frame_hdr"),
+                    (dbg, ".debug_frame")
+                ]
+                .iter()
+                .filter(|(h, _)| *h)
+                .map(|(_, n)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
             ),
             fix: None,
         }
@@ -602,15 +649,15 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             detail: format!("{shown} has no .eh_frame (with .eh_frame_hdr) nor .debug_frame: -g dwarf cannot unwind it"),
             fix: Some("build without -fno-asynchronous-unwind-tables (Rust: without panic=abort plus -C force-unwind-tables=no)".into()),
         }
-    });
-    out.push(match crate::maps::build_id::of_file(bin.elf.source()) {
+    }
+}
+
+fn build_id_check(shown: &str, id: Option<&[u8]>) -> Check {
+    match id {
         Some(id) => Check {
             name: "build id".into(),
             status: Status::Ok,
-            detail: format!(
-                "{shown} has GNU build id {}",
-                id.iter().map(|b| format!("{b:02x}")).collect::<String>()
-            ),
+            detail: format!("{shown} has GNU build id {}", hex(id)),
             fix: None,
         },
         None => Check {
@@ -619,36 +666,400 @@ fn binary_checks(path: &Path) -> Vec<Check> {
             detail: format!("{shown} has no GNU build id: a backend cannot match it to its debug info, and a rebuilt file is not noticed"),
             fix: Some("link with -Wl,--build-id".into()),
         },
-    });
+    }
+}
+
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What installs debug files, for a fix.
+const INSTALL_DEBUG: &str = "install the package's debug symbols (Debian, Ubuntu: its -dbgsym or \
+    -dbg package; Fedora: dnf debuginfo-install), which put them under /usr/lib/debug/.build-id";
+
+/// Symbols: `.symtab`, else `.dynsym` (exported functions only), else its debug file's
+/// (`by_id`: the build-id debug file is installed, whose `.symtab` the symbolizer reads).
+fn symbols_check(bin: &Binary, shown: &str, by_id: bool) -> Check {
+    let name = "symbols".to_owned();
     let symtab = bin.has(".symtab");
-    let debug = bin.has(".debug_info");
-    out.push(Check {
-        name: "symbols".into(),
-        status: if symtab || debug {
-            Status::Ok
-        } else {
-            Status::Warn
-        },
-        detail: format!(
-            "{shown}: {}{}",
-            if symtab {
-                ".symtab present"
-            } else {
-                "no .symtab (stripped): only exported functions are named"
-            },
-            if bin.has(".debug_info") {
-                ", DWARF line info"
-            } else if bin.has(".gnu_debuglink") {
-                ", a .gnu_debuglink to separate debug info"
-            } else {
-                ", no DWARF: no file:line"
-            }
-        ),
-        fix: (!symtab && !debug).then(|| {
-            "install the package's debug symbols (-dbg/-dbgsym/-debuginfo), or do not strip".into()
-        }),
+    let dwarf = bin.has(".debug_info");
+    if symtab || dwarf {
+        return Check {
+            name,
+            status: Status::Ok,
+            detail: format!(
+                "{shown} has {}: its functions are named",
+                match (symtab, dwarf) {
+                    (true, true) => ".symtab and DWARF",
+                    (true, false) => ".symtab",
+                    _ => "DWARF",
+                }
+            ),
+            fix: None,
+        };
+    }
+    if by_id {
+        return Check {
+            name,
+            status: Status::Ok,
+            detail: format!(
+                "{shown} has no .symtab (stripped), but its debug file has: its functions are named"
+            ),
+            fix: None,
+        };
+    }
+    let only = if bin.has(".dynsym") {
+        format!(
+            "only the functions .dynsym exports are named, the others show as [{}+0xOFFSET]",
+            shown.rsplit('/').next().unwrap_or(shown)
+        )
+    } else {
+        "no .dynsym either: none of its functions is named".to_owned()
+    };
+    Check {
+        name,
+        status: Status::Warn,
+        detail: format!("{shown} has no .symtab (stripped): {only}"),
+        fix: Some(format!("{INSTALL_DEBUG}, or do not strip it")),
+    }
+}
+
+/// The file name a `.gnu_debuglink` section holds (up to its NUL).
+fn debuglink(bin: &mut Binary) -> Option<String> {
+    let s = bin
+        .sections
+        .iter()
+        .find(|s| s.name == b".gnu_debuglink")?
+        .clone();
+    let data = bin.elf.section_data(&s, 4096)?;
+    let name = &data[..data.iter().position(|&b| b == 0)?];
+    // A file name, nothing that climbs out of the folders it is looked for in.
+    (!name.is_empty() && !name.contains(&b'/') && name != b"..")
+        .then(|| String::from_utf8_lossy(name).into_owned())
+}
+
+/// Debug files: the build-id one beneath /usr/lib/debug (what the symbolizer reads), and the one
+/// `.gnu_debuglink` names, where gdb looks for it (beneath /usr/lib/debug, and the file's folder's
+/// `.debug`), each through the untrusted-file door. Also whether the build-id one is installed.
+fn debug_check(
+    bin: &mut Binary,
+    shown: &str,
+    build_id: Option<&[u8]>,
+    path: Option<&str>,
+    pid: Option<u32>,
+) -> (Check, bool) {
+    let name = "debug file".to_owned();
+    let by_id = build_id.filter(|id| id.len() >= 2).map(|id| {
+        let h = hex(id);
+        format!(".build-id/{}/{}.debug", &h[..2], &h[2..])
     });
+    let found = by_id
+        .as_deref()
+        .is_some_and(|rel| crate::untrusted::open_debug_file(rel).is_ok());
+    let dir = path.and_then(|p| p.rsplit_once('/')).map(|(d, _)| d);
+    let link = debuglink(bin);
+    let link_at = link.as_deref().and_then(|l| {
+        let dir = dir?;
+        let beneath = format!("{}/{l}", dir.trim_start_matches('/'));
+        if crate::untrusted::open_debug_file(&beneath).is_ok() {
+            return Some(format!("{}/{beneath}", crate::untrusted::DEBUG_DIR));
+        }
+        let beside = format!("{dir}/.debug/{l}");
+        crate::untrusted::open(&beside, pid)
+            .is_ok()
+            .then_some(beside)
+    });
+    let dwarf = bin.has(".debug_info");
+    let debug_dir = crate::untrusted::DEBUG_DIR;
+    if found {
+        let rel = by_id.unwrap_or_default();
+        return (
+            Check {
+                name,
+                status: Status::Ok,
+                detail: format!(
+                    "{debug_dir}/{rel} is installed: {shown}'s functions are named from it"
+                ),
+                fix: None,
+            },
+            true,
+        );
+    }
+    if dwarf && link.is_none() {
+        return (
+            Check {
+                name,
+                status: Status::Ok,
+                detail: format!(
+                    "none needed: {shown} carries its DWARF (file:line, inlined functions)"
+                ),
+                fix: None,
+            },
+            false,
+        );
+    }
+    let looked = match &by_id {
+        Some(rel) => format!("not at {debug_dir}/{rel}"),
+        None => "no build id to look one up by".to_owned(),
+    };
+    let (detail, fix) = match (&link, &link_at) {
+        (Some(l), Some(at)) => (
+            format!(
+                "{looked}; the one its .gnu_debuglink names ({l}) is at {at}, but the profiler \
+                 reads debug files by build id only"
+            ),
+            "install the debug file under /usr/lib/debug/.build-id as well (the distributions' \
+             debug packages do)"
+                .to_owned(),
+        ),
+        (Some(l), None) => (
+            format!(
+                "none: {looked}, nor the one its .gnu_debuglink names ({l}): {}",
+                missing_means(bin)
+            ),
+            INSTALL_DEBUG.to_owned(),
+        ),
+        (None, _) => (
+            format!(
+                "none: {looked}, and no .gnu_debuglink: {}",
+                missing_means(bin)
+            ),
+            INSTALL_DEBUG.to_owned(),
+        ),
+    };
+    (
+        Check {
+            name,
+            status: Status::Warn,
+            detail,
+            fix: Some(fix),
+        },
+        false,
+    )
+}
+
+/// What a file without a debug file loses.
+fn missing_means(bin: &Binary) -> &'static str {
+    if bin.has(".symtab") {
+        "there is no file:line"
+    } else {
+        "the functions it does not export stay unnamed, and there is no file:line"
+    }
+}
+
+/// An executable file (or `[kernel]`, `[vdso]`, `[jit]`, `[unknown]`) of the profiled processes,
+/// with the samples whose innermost frame is in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Mapped {
+    /// Its path as the kernel names it, or the bracketed name of what is not a file.
+    pub path: String,
+    /// The samples that ended in it.
+    pub samples: u64,
+}
+
+impl Mapped {
+    /// `path` with `samples`.
+    pub fn new(path: impl Into<String>, samples: u64) -> Self {
+        Self {
+            path: path.into(),
+            samples,
+        }
+    }
+
+    fn is_file(&self) -> bool {
+        self.path.starts_with('/')
+    }
+}
+
+/// The executable files `profile`'s processes mapped (every mapping its records saw), each with
+/// the samples that ended in it; samples outside every file as `[kernel]`, `[jit]`, `[unknown]`
+/// or the mapping's own name (`[vdso]`). Most samples first, then by path.
+pub fn mapped_files(profile: &crate::Profile) -> Vec<Mapped> {
+    use crate::aggregate::Frame;
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    for m in profile.mappings() {
+        if m.is_file() {
+            by.entry(m.path.to_string()).or_default();
+        }
+    }
+    let stacks = profile.stacks();
+    for (stack, counts) in stacks.sampled() {
+        let leaf = stacks.frames_of(stack).next().and_then(|f| stacks.frame(f));
+        let name = match leaf {
+            Some(Frame::User { mapping, .. }) => profile
+                .mappings()
+                .get(mapping.0 as usize)
+                .map_or("[unknown]".to_owned(), |m| m.path.to_string()),
+            Some(Frame::Kernel { .. } | Frame::KernelHidden) => "[kernel]".into(),
+            Some(Frame::Jit { .. }) => "[jit]".into(),
+            Some(Frame::Unmapped { .. }) | None => "[unknown]".into(),
+        };
+        *by.entry(name).or_default() += counts.samples;
+    }
+    let mut out: Vec<Mapped> = by.into_iter().map(|(p, n)| Mapped::new(p, n)).collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.path.cmp(&b.path)));
     out
+}
+
+/// The executable files `/proc/PID/maps` lists now, without samples (where none could be taken).
+pub fn mapped_now(pid: u32) -> Vec<Mapped> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut paths: Vec<String> = maps
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let perms = f.nth(1)?;
+            let path = f.nth(3)?.trim_start();
+            (perms.as_bytes().get(2) == Some(&b'x') && path.starts_with('/'))
+                .then(|| path.to_owned())
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths.into_iter().map(|p| Mapped::new(p, 0)).collect()
+}
+
+/// One file's findings.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct FileReport {
+    /// The file, and the samples that ended in it.
+    pub file: Mapped,
+    /// Its checks (none for what is not a file): symbols, unwind tables, frame pointers, build
+    /// id, debug file.
+    pub checks: Vec<Check>,
+}
+
+impl FileReport {
+    /// The check named `name`.
+    pub fn get(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+}
+
+/// The doctor's look at every executable file of the profiled processes, the files that hold
+/// the samples first.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Files {
+    /// What the samples were (`412 cpu-clock samples at 99 Hz over 3.0 s`: it starts with their
+    /// number), or why there are none (`not sampled: ...`).
+    pub sampled: String,
+    /// The files, most samples first.
+    pub files: Vec<FileReport>,
+}
+
+impl Files {
+    /// The worst status of all checks.
+    pub fn worst(&self) -> Status {
+        self.files
+            .iter()
+            .flat_map(|f| &f.checks)
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(Status::Ok)
+    }
+
+    /// The report of the file at `path`.
+    pub fn get(&self, path: &str) -> Option<&FileReport> {
+        self.files.iter().find(|f| f.file.path == path)
+    }
+}
+
+/// Checks each file of `mapped` (from [`mapped_files`] or [`mapped_now`]), opened as process
+/// `pid` names it through [`crate::untrusted`]: no link followed, regular files only, in the
+/// process's root while it runs. `sampled` says what the samples were.
+pub fn files(mapped: &[Mapped], pid: Option<u32>, sampled: &str) -> Files {
+    let files = mapped
+        .iter()
+        .filter(|m| m.samples > 0 || m.is_file())
+        .map(|m| FileReport {
+            file: m.clone(),
+            checks: if m.is_file() {
+                mapped_checks(&m.path, pid)
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    Files {
+        sampled: sampled.to_owned(),
+        files,
+    }
+}
+
+/// The checks of the mapped file `path`, shown by its file name (the report's heading has the
+/// path).
+fn mapped_checks(path: &str, pid: Option<u32>) -> Vec<Check> {
+    let shown = path.rsplit('/').next().unwrap_or(path);
+    let file = match crate::untrusted::open(path, pid) {
+        Ok(f) => f,
+        Err(e) => {
+            return vec![Check {
+                name: "file".into(),
+                status: Status::Warn,
+                detail: format!(
+                    "cannot be read without following a link, as a regular file ({e}): its \
+                     frames are not named"
+                ),
+                fix: None,
+            }]
+        }
+    };
+    let Some(mut bin) = Binary::of(file.into_file()) else {
+        return vec![Check {
+            name: "file".into(),
+            status: Status::Warn,
+            detail: "not a little-endian ELF file that can be read: its frames are not named"
+                .into(),
+            fix: None,
+        }];
+    };
+    checks_of(&mut bin, shown, Some(path), pid)
+}
+
+impl fmt::Display for Files {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total: u64 = self.files.iter().map(|r| r.file.samples).sum();
+        let count = self.files.iter().filter(|r| r.file.is_file()).count();
+        if self.sampled.starts_with(|c: char| c.is_ascii_digit()) {
+            writeln!(
+                f,
+                "{count} executable files mapped, by their share of {}:",
+                self.sampled
+            )?;
+        } else {
+            writeln!(f, "{count} executable files mapped ({}):", self.sampled)?;
+        }
+        for r in &self.files {
+            let share = if total == 0 {
+                0.0
+            } else {
+                r.file.samples as f64 * 100.0 / total as f64
+            };
+            if r.file.samples == 0 && total > 0 && !r.checks.is_empty() {
+                // A file without samples beside files with: one line, each check's name and
+                // status (with no samples at all, every file is shown in full).
+                let summary: Vec<String> = r
+                    .checks
+                    .iter()
+                    .map(|c| format!("{} {}", c.name, c.status))
+                    .collect();
+                writeln!(f, "{share:>6.1}%  {}: {}", r.file.path, summary.join(", "))?;
+                continue;
+            }
+            writeln!(f, "{share:>6.1}%  {}", r.file.path)?;
+            for c in &r.checks {
+                writeln!(f, "        [{:>4}] {}: {}", c.status, c.name, c.detail)?;
+                if let Some(fix) = &c.fix {
+                    writeln!(f, "               fix: {fix}")?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -813,6 +1224,76 @@ mod tests {
                 ("binary", Status::Warn)
             );
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_missing_pmu_is_said_once_without_nested_parentheses() {
+        let detail = "no hardware PMU; this looks like a virtual machine (sysfs lists only: \
+                      breakpoint msr software tracepoint uprobe)";
+        let why = crate::collect::no_cycles(detail);
+        assert_eq!(
+            why,
+            "no hardware PMU, so no cycles; this looks like a virtual machine (sysfs lists only \
+             breakpoint msr software tracepoint uprobe)"
+        );
+        assert_eq!(
+            crate::collect::no_cycles("the kernel said no"),
+            "cycles cannot be counted here: the kernel said no"
+        );
+    }
+
+    #[test]
+    fn a_mapped_file_is_read_through_the_door_and_a_link_is_not_followed() {
+        let dir = std::env::temp_dir().join(format!("doctor-link-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let copy = dir.join("lib.so");
+        fs::copy(&exe, &copy).unwrap();
+        let link = dir.join("link.so");
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(&copy, &link).unwrap();
+        let (copy, link) = (copy.to_str().unwrap(), link.to_str().unwrap());
+        let mapped = [
+            Mapped::new(link, 3),
+            Mapped::new(copy, 7),
+            Mapped::new("[kernel]", 1),
+            Mapped::new("[vdso]", 0),
+        ];
+        let r = files(&mapped, None, "11 samples");
+        // What is not a file and has no samples is left out; what is not a file has no checks.
+        assert_eq!(r.files.len(), 3, "{r}");
+        assert!(r.get("[kernel]").unwrap().checks.is_empty());
+        let l = r.get(link).unwrap();
+        assert_eq!(l.checks.len(), 1, "{r}");
+        assert_eq!(
+            (l.checks[0].name.as_str(), l.checks[0].status),
+            ("file", Status::Warn)
+        );
+        assert!(
+            l.checks[0].detail.contains("without following a link"),
+            "{r}"
+        );
+        // The file itself: every check, by the file's name (its path heads the block).
+        let c = r.get(copy).unwrap();
+        let names: Vec<&str> = c.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "symbols",
+                "unwind tables",
+                "frame pointers",
+                "build id",
+                "debug file"
+            ]
+        );
+        assert!(
+            c.get("symbols").unwrap().detail.starts_with("lib.so has"),
+            "{r}"
+        );
+        let shown = r.to_string();
+        assert!(shown.starts_with("2 executable files mapped, by their share of 11 samples:\n"));
+        assert!(shown.contains(&format!("\n  27.3%  {link}\n")), "{shown}");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -206,6 +206,11 @@ impl Waits {
         Some((frames, time.saturating_sub(out)))
     }
 
+    /// Whether thread `tid` is switched out (its switch-out seen, not yet its switch-in).
+    pub fn contains(&self, tid: u32) -> bool {
+        self.pending.contains_key(&tid)
+    }
+
     /// Forgets thread `tid` (it exited).
     pub fn exited(&mut self, tid: u32) {
         self.pending.remove(&tid);

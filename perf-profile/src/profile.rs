@@ -250,7 +250,7 @@ impl Profile {
 
     /// The names a frame shows in folded stacks, innermost first: its functions, or where it is
     /// (`libc.so.6+0x2a0f3`, `[kernel]`, `0x7f0e4b5d6010`, `[unknown]` for an address in no
-    /// mapping) when it has none.
+    /// mapping, `[truncated]` for [`Frame::TRUNCATED`]) when it has none.
     pub fn frame_names(&self, frame: FrameId) -> Vec<String> {
         let lines = self.lines(frame);
         if !lines.is_empty() {
@@ -264,6 +264,7 @@ impl Profile {
                 }
                 None => format!("{addr:#x}"),
             },
+            Some(f) if f.is_truncated() => crate::aggregate::TRUNCATED_NAME.into(),
             Some(Frame::Unmapped { .. }) => crate::symbolize::UNKNOWN.into(),
             Some(Frame::Kernel { addr } | Frame::Jit { addr, .. }) => format!("{addr:#x}"),
             Some(Frame::KernelHidden) => "[kernel]".into(),

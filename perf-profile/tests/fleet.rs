@@ -524,9 +524,10 @@ fn doctor_reads_frame_pointers_unwind_tables_build_ids_and_symbols_of_a_binary()
         .unwrap()
         .detail
         .starts_with(paranoid.trim()));
-    // The example's --doctor prints the same and exits 0 unless something will fail.
+    // The command's --doctor prints the same (on stderr: stdout is the command's) and exits 0
+    // unless something will fail.
     let out = profile(&["--doctor", "--", with.to_str().unwrap()]);
-    let printed = text(&out.stdout);
+    let printed = text(&out.stderr);
     assert!(
         printed.contains("frame pointers:") && printed.contains("build id:"),
         "{printed}"

@@ -145,9 +145,13 @@ fn a_command_that_execs_is_followed_into_the_new_program() {
         p.poll(Duration::from_millis(50)).unwrap();
     }
     let profile = p.finish().unwrap();
+    // The workload's frames are named after the exec: most of its samples are in hot_a or hot_b.
+    // How they split between the two is not this test's business: at 499 Hz the sampling period
+    // (2.004 ms of CPU) can be a multiple of one outer iteration (three -O0 leaf calls, about
+    // 2 ms on a 3 GHz core), and then the samples alias onto one phase of it (246 against 7 seen).
     let (_, hot_a, _) = with_frames(&profile, "hot_a");
     let (folded, hot_b, _) = with_frames(&profile, "hot_b");
-    assert!(hot_a > 50 && hot_b > 20, "{folded:#?}");
+    assert!(hot_a + hot_b > 100, "{folded:#?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

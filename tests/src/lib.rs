@@ -298,6 +298,69 @@ pub fn copy_executable(from: &std::path::Path, to: &std::path::Path) {
         .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", to.display()));
 }
 
+/// How [`rerun_test`] runs the copy of the test binary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rerun {
+    /// As uid and gid 65534 (`nobody`), no supplementary groups (by `setpriv`; needs root).
+    pub as_nobody: bool,
+    /// With RLIMIT_MEMLOCK set to this many bytes, soft and hard (by `prlimit`).
+    pub memlock: Option<u64>,
+}
+
+/// Runs the calling test binary again with only `test` selected (`--exact --nocapture`, one
+/// thread) and the environment variable `env.0` set to `env.1`, the way `how` says; returns its
+/// stdout, and fails the calling test when the child fails. The binary runs from a copy in the
+/// temporary directory, which another user can execute where the build tree is not reachable.
+pub fn rerun_test(test: &str, env: (&str, &str), how: Rerun) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let name = exe
+        .file_name()
+        .map_or("test".into(), |n| n.to_string_lossy());
+    let copy = std::env::temp_dir().join(format!(
+        "{name}-rerun-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    copy_executable(&exe, &copy);
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(bytes) = how.memlock {
+        args.extend([
+            "prlimit".into(),
+            format!("--memlock={bytes}:{bytes}").into(),
+        ]);
+    }
+    if how.as_nobody {
+        args.extend(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ]
+            .map(Into::into),
+        );
+    }
+    args.push(copy.clone().into());
+    let out = std::process::Command::new(&args[0])
+        .args(&args[1..])
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env.0, env.1)
+        .current_dir(std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {args:?}: {e}"));
+    let _ = std::fs::remove_file(&copy);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{test}, run again as {how:?}, failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// A made-up hybrid CPU for tests on a machine without one: a sysfs PMU tree at `root` with two core
 /// PMUs, `cpu_core` on CPU 0 and `cpu_atom` on CPU 1, whose type is the software PMU's (1) and
 /// whose one alias `clock` is `config=0` (`cpu-clock`). Parsing `clock` against it gives one copy

@@ -15,37 +15,14 @@ use tests::{has_hardware_pmu, is_root, require, Skip};
 const ME: (Proc, perf_event::config::All) = (Proc::CURRENT, Cpu::ALL);
 const CHILD_ENV: &str = "PERF_EVENT_ERRORS_CHILD";
 
-/// Runs this test binary again, as `setpriv` args say, with only `test` selected and `CHILD_ENV`
-/// set to `mode`; returns its stdout.
-fn rerun(mode: &str, test: &str, setpriv: bool) -> String {
-    let exe = std::env::current_exe().unwrap();
-    // A copy the unprivileged user can execute (the build tree may not be reachable).
-    let copy =
-        std::env::temp_dir().join(format!("perf-event-errors-{}-{mode}", std::process::id()));
-    // Written by a child process: see `tests::copy_executable` (ETXTBSY otherwise).
-    tests::copy_executable(&exe, &copy);
-    let mut cmd = if setpriv {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&copy);
-        c
-    } else {
-        Command::new(&copy)
+/// Runs this test binary's `test` again, as `nobody` when `as_nobody`, with `CHILD_ENV` set to
+/// `mode`; returns its stdout.
+fn rerun(mode: &str, test: &str, as_nobody: bool) -> String {
+    let how = tests::Rerun {
+        as_nobody,
+        ..Default::default()
     };
-    let out = cmd
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, mode)
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&copy);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    tests::rerun_test(test, (CHILD_ENV, mode), how)
 }
 
 fn child_mode() -> Option<String> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use perf_sys as sys;
 use sys::perf_event_attr;
 
-use super::{read_error, Counter, GroupStat, Stat};
+use super::{read_errno, Counter, GroupStat, Stat};
 use crate::config::{attr, sibling, Opts, Target};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -187,17 +187,22 @@ impl CounterGroup {
             return Err(no_group_format());
         }
         // rustix issues the syscall directly (no libc cancellation-point wrapper).
-        let got = rustix::io::read(&self.leader.file, &mut self.buf[..])
-            .map_err(|e| read_error(e.into()))?;
+        let got = rustix::io::read(&self.leader.file, &mut self.buf[..]).map_err(read_errno)?;
         let want = self.buf.len();
         if got != want {
             return Err(super::short(got, want));
         }
-        GroupStat::decode(&self.buf, rf).ok_or(Error::ShortRead {
-            expected: want,
-            got,
-        })
+        // `ok_or_else`: an eager `ok_or(Error)` built the error on every read and dropped it (an
+        // out-of-line `drop_in_place::<Error>`) when the decode succeeded.
+        GroupStat::decode(&self.buf, rf).ok_or_else(|| member_count_mismatch(want, got))
     }
+}
+
+/// The group read's member count does not fit the bytes read (a member added or closed by another
+/// handle on the same fds).
+#[cold]
+fn member_count_mismatch(expected: usize, got: usize) -> Error {
+    Error::ShortRead { expected, got }
 }
 
 #[cold]

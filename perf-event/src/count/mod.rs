@@ -48,8 +48,7 @@ use crate::event::Event;
 
 const GROUP: u64 = sys::PERF_FORMAT_GROUP as u64;
 
-/// The largest non-group read: count, time enabled, time running, id, lost.
-const SINGLE_MAX: usize = 40;
+pub(crate) use stat::SINGLE_MAX;
 
 /// An open perf event: counts while enabled, read with [`stat`](Self::stat).
 ///
@@ -260,15 +259,16 @@ impl Counter {
         if self.attr.read_format & GROUP != 0 {
             return self.stat_group();
         }
+        // Zeroed past what the read fills: the decode loads every word and selects those present.
         let mut buf = [0u8; SINGLE_MAX];
         let want = self.read_size.min(SINGLE_MAX);
-        let dst = &mut buf[..want];
-        // rustix issues the syscall directly (no libc cancellation-point wrapper).
-        let got = rustix::io::read(&self.file, &mut *dst).map_err(|e| read_error(e.into()))?;
+        // rustix issues the syscall directly (no libc cancellation-point wrapper), and `PerfFd` hands
+        // over its fd number without a call.
+        let got = rustix::io::read(&self.file, &mut buf[..want]).map_err(read_errno)?;
         if got != want {
             return Err(short(got, want));
         }
-        Ok(Stat::decode_single(dst, self.attr.read_format))
+        Ok(Stat::decode_single(&buf, self.attr.read_format))
     }
 
     #[cold]
@@ -566,6 +566,13 @@ pub(crate) fn read_group(file: &File, read_format: u64) -> Result<Stat> {
 #[cold]
 fn read_error(e: io::Error) -> Error {
     Error::io("reading a perf counter", e)
+}
+
+/// [`read_error`] from rustix's errno: the conversion to `io::Error` stays off the hot path too.
+#[cold]
+#[inline(never)]
+pub(crate) fn read_errno(e: rustix::io::Errno) -> Error {
+    read_error(e.into())
 }
 
 #[cold]

@@ -10,6 +10,9 @@ const RUN: u64 = sys::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
 const ID: u64 = sys::PERF_FORMAT_ID as u64;
 const LOST: u64 = sys::PERF_FORMAT_LOST as u64;
 
+/// The largest non-group read: count, time enabled, time running, id, lost.
+pub(crate) const SINGLE_MAX: usize = 40;
+
 /// What one read of a counter returned. Fields other than `count` are `Some` when
 /// [`StatFormat`](crate::config::StatFormat) asked for them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -119,21 +122,29 @@ impl Stat {
         }
     }
 
-    /// Decodes a non-group read (`buf` holds exactly [`read_size`](Self::read_size) bytes).
+    /// Decodes a non-group read: `buf` holds the [`read_size`](Self::read_size) bytes read, then
+    /// zeros.
+    ///
+    /// Without a branch: each field's word index is the count of the fields before it, known from
+    /// the read format alone, and an absent field's word is loaded and dropped by a select. The
+    /// indices stay below 5 words, so no bounds check is left either (the counter read's hot path).
     #[inline]
-    pub(crate) fn decode_single(buf: &[u8], read_format: u64) -> Self {
-        let mut w = Words::new(buf);
-        let count = w.next_u64();
-        let time_enabled = w.opt(read_format & ENA != 0);
-        let time_running = w.opt(read_format & RUN != 0);
-        let id = w.opt(read_format & ID != 0);
-        let lost_records = w.opt(read_format & LOST != 0);
+    pub(crate) fn decode_single(buf: &[u8; SINGLE_MAX], read_format: u64) -> Self {
+        let word = |i: usize| {
+            buf.get(8 * i..8 * i + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map_or(0, u64::from_ne_bytes)
+        };
+        let has = |bit: u64| read_format & bit != 0;
+        let at_run = 1 + usize::from(has(ENA));
+        let at_id = at_run + usize::from(has(RUN));
+        let at_lost = at_id + usize::from(has(ID));
         Self {
-            count,
-            id,
-            time_enabled,
-            time_running,
-            lost_records,
+            count: word(0),
+            id: has(ID).then_some(word(at_id)),
+            time_enabled: has(ENA).then_some(word(1)),
+            time_running: has(RUN).then_some(word(at_run)),
+            lost_records: has(LOST).then_some(word(at_lost)),
             siblings: Vec::new(),
         }
     }
@@ -154,6 +165,7 @@ pub struct GroupStat<'a> {
 
 impl<'a> GroupStat<'a> {
     /// Decodes a group read; `None` when `buf` is shorter than the member count says.
+    #[inline]
     pub(crate) fn decode(buf: &'a [u8], read_format: u64) -> Option<Self> {
         let mut w = Words::new(buf);
         let nr = usize::try_from(w.next_u64()).ok()?;
@@ -310,11 +322,48 @@ mod tests {
         words.iter().flat_map(|w| w.to_ne_bytes()).collect()
     }
 
+    /// A non-group read as `Counter::stat` hands it to `decode_single`: the words, then zeros.
+    fn single(words: &[u64]) -> [u8; SINGLE_MAX] {
+        let mut buf = [0u8; SINGLE_MAX];
+        buf[..8 * words.len()].copy_from_slice(&bytes(words));
+        buf
+    }
+
+    /// Every read format of a non-group read, decoded against the kernel's order of fields walked one
+    /// word at a time (`perf_read_one`: value, enabled, running, id, lost), with distinct words so
+    /// a field read from its neighbour's place shows.
+    #[test]
+    fn single_decode_places_every_field_of_every_format() {
+        for bits in 0..16u64 {
+            let rf = [ENA, RUN, ID, LOST]
+                .into_iter()
+                .enumerate()
+                .filter(|&(i, _)| bits & (1 << i) != 0)
+                .fold(0, |rf, (_, b)| rf | b);
+            let n = Stat::read_size(rf, 1) / 8;
+            let words: Vec<u64> = (0..n as u64).map(|i| 1000 + i).collect();
+            let mut next = words[1..].iter().copied();
+            let mut field = |bit: u64| (rf & bit != 0).then(|| next.next().unwrap());
+            let want = (words[0], field(ENA), field(RUN), field(ID), field(LOST));
+            assert_eq!(next.next(), None, "read format {rf:#x}: words left over");
+            let s = Stat::decode_single(&single(&words), rf);
+            let got = (
+                s.count,
+                s.time_enabled,
+                s.time_running,
+                s.id,
+                s.lost_records,
+            );
+            assert_eq!(got, want, "read format {rf:#x}");
+            assert!(s.siblings.is_empty());
+        }
+    }
+
     #[test]
     fn single_and_group_layouts() {
         let rf = ENA | RUN | ID | LOST;
         assert_eq!(Stat::read_size(rf, 1), 40);
-        let s = Stat::decode_single(&bytes(&[5, 100, 50, 7, 0]), rf);
+        let s = Stat::decode_single(&single(&[5, 100, 50, 7, 0]), rf);
         assert_eq!(
             (
                 s.count,

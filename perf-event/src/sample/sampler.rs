@@ -25,7 +25,7 @@ use super::per_cpu::Carried;
 use super::reactor::Waiters;
 use super::record::{Priv, Record};
 use super::Parser;
-use crate::count::{Counter, Stat};
+use crate::count::{Counter, Stat, SINGLE_MAX};
 use crate::error::{Error, Result};
 
 const FORMAT_LOST: u64 = sys::PERF_FORMAT_LOST as u64;
@@ -810,13 +810,11 @@ impl Sampler {
         if self.attr.read_format & FORMAT_GROUP != 0 {
             return crate::count::read_group(&self.file, self.attr.read_format);
         }
-        let want = Stat::read_size(self.attr.read_format, 1);
-        let mut buf = [0u8; 64];
-        let dst = buf.get_mut(..want).ok_or(Error::ShortRead {
-            expected: want,
-            got: 64,
-        })?;
-        let got = rustix::io::read(&self.file, &mut *dst)
+        // A non-group read is at most `SINGLE_MAX` bytes (`read_size` of one member); zeroed past
+        // what the read fills, for the branch-free decode.
+        let want = Stat::read_size(self.attr.read_format, 1).min(SINGLE_MAX);
+        let mut buf = [0u8; SINGLE_MAX];
+        let got = rustix::io::read(&self.file, &mut buf[..want])
             .map_err(|e| Error::io("reading a perf counter", e.into()))?;
         if got != want {
             return Err(Error::ShortRead {
@@ -824,7 +822,7 @@ impl Sampler {
                 got,
             });
         }
-        Ok(Stat::decode_single(dst, self.attr.read_format))
+        Ok(Stat::decode_single(&buf, self.attr.read_format))
     }
 
     /// Lost data so far: the `PERF_RECORD_LOST` and `PERF_RECORD_LOST_SAMPLES` counts read by this

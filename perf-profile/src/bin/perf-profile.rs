@@ -76,8 +76,12 @@ usage: perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|
                      software event), or auto (default): the tracepoint where tracefs has it,
                      else the software event. Needs the kernel sampled (perf_event_paranoid <= 1)
   --doctor           check what will and will not work here (privileges, locked memory,
-                     kptr_restrict, tracefs, PMU; with -p or -- CMD also the binary's frame
-                     pointers, unwind tables, build id, symbols), say how to fix it, and exit
+                     kptr_restrict, tracefs, PMU), say how to fix it, and exit; with -p or
+                     -- CMD it samples them for -d SECS (default 3; a command still running
+                     then is ended) and checks every executable file they map, those that
+                     hold the samples first: symbols, unwind tables, frame pointers, build id,
+                     debug file. The report goes to stdout, or with a command to stderr
+                     (stdout is the command's)
   --service NAME     the service name OTLP and pushed profiles carry (default: the command's or
                      process's name)
   --every SECS       continuous: cut the profile every SECS seconds and hand each cut to the
@@ -454,7 +458,8 @@ fn run() -> Result<(), Fail> {
         let why = why.strip_prefix("off-CPU: ").unwrap_or(why);
         eprintln!("profile: off-CPU by {method} ({why})");
     } else {
-        eprintln!("profile: sampling {event} at {} Hz ({why})", a.frequency);
+        // The reason is a sentence of its own (it may hold parentheses): not put in more.
+        eprintln!("profile: sampling {event} at {} Hz: {why}", a.frequency);
     }
 
     let started = Instant::now();
@@ -599,34 +604,136 @@ const STOP_SIGNALS: [i32; 3] = [
     signal_hook::consts::SIGHUP,
 ];
 
-/// `--doctor`: what will and will not work here, for the target given (its binary checked too).
+/// How long `--doctor` samples a command or processes without `-d`: long enough for a command to
+/// have loaded its libraries and spent time in them.
+const DOCTOR_SECS: f64 = 3.0;
+
+/// `--doctor`: what will and will not work here; with `-p` or `-- CMD` the target is sampled for
+/// a while (`-d`, else [`DOCTOR_SECS`]) and every executable file it maps is checked, those that
+/// hold the samples first.
 fn doctor(a: &Args) -> Result<(), Fail> {
     let mut o = DoctorOptions::default();
     o.system_wide = a.all;
-    o.binary = if let Some(&pid) = a.pids.first() {
-        std::fs::read_link(format!("/proc/{pid}/exe")).ok()
-    } else if let Some(cmd) = a.command.first() {
-        let cmd = PathBuf::from(cmd);
-        if cmd.components().count() > 1 {
-            Some(cmd)
-        } else {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|d| d.join(&cmd))
-                    .find(|p| p.is_file())
-            })
-        }
+    // With a command the report goes to stderr, as perf stat's does: stdout is the command's
+    // (`perf-profile --doctor -- xz -c FILE > /dev/null`).
+    let mut out: Box<dyn Write> = if a.command.is_empty() {
+        Box::new(std::io::stdout())
     } else {
-        None
+        Box::new(std::io::stderr())
     };
     let report = perf_profile::doctor::doctor(&o);
-    print!("{report}");
-    match report.worst() {
+    let _ = write!(out, "{report}");
+    let _ = out.flush();
+    let mut worst = report.worst();
+    if !a.pids.is_empty() || !a.command.is_empty() {
+        let files = doctor_files(a)?;
+        let _ = write!(out, "\n{files}");
+        worst = worst.max(files.worst());
+    }
+    let _ = out.flush();
+    match worst {
         Status::Fail => Err(Fail::Error(
             "some of it will not work here: see the fixes above".into(),
         )),
         _ => Ok(()),
     }
+}
+
+/// The doctor's look at the files of the command or processes: sampled for a while, every
+/// executable file they mapped; where sampling is refused, the files mapped now (`-p`) or the
+/// command's binary.
+fn doctor_files(a: &Args) -> Result<perf_profile::doctor::Files, Fail> {
+    use perf_profile::doctor::{files, mapped_files, mapped_now, Mapped};
+    let target = if !a.pids.is_empty() {
+        Target::Pids(a.pids.clone())
+    } else {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..]);
+        Target::Command(cmd)
+    };
+    let mut opts = Options::default();
+    opts.frequency = a.frequency;
+    opts.call_graph = a.call_graph;
+    // Which file each sample ended in is all the doctor needs: no names.
+    opts.symbolize = Mode::None;
+    let mut p = match Profiler::start(target, &opts) {
+        Ok(p) => p,
+        Err(e @ Error::Spawn { .. }) => return Err(Fail::Error(e.to_string())),
+        Err(e) => {
+            let why = format!("not sampled: {e}");
+            return Ok(match a.pids.first() {
+                Some(&pid) => files(&mapped_now(pid), Some(pid), &why),
+                None => {
+                    let bin = command_path(&a.command[0]);
+                    let mapped: Vec<Mapped> = bin
+                        .and_then(|b| std::fs::canonicalize(b).ok())
+                        .map(|b| Mapped::new(b.to_string_lossy(), 0))
+                        .into_iter()
+                        .collect();
+                    files(&mapped, None, &why)
+                }
+            });
+        }
+    };
+    let pid = match p.child_mut() {
+        Some(c) => Some(c.id()),
+        None => a.pids.first().copied(),
+    };
+    let window = a.duration.unwrap_or(Duration::from_secs_f64(DOCTOR_SECS));
+    let started = Instant::now();
+    let fail = |e: Error| Fail::Error(e.to_string());
+    let mut ended = false;
+    while started.elapsed() < window {
+        p.poll(Duration::from_millis(50)).map_err(fail)?;
+        if let Some(child) = p.child_mut() {
+            if matches!(child.try_wait(), Ok(Some(_)) | Err(_)) {
+                ended = true;
+                break;
+            }
+        }
+        if !a.pids.is_empty() && a.pids.iter().all(|&pid| !alive(pid)) {
+            ended = true;
+            break;
+        }
+    }
+    let took = started.elapsed();
+    if !ended {
+        if let Some(child) = p.child_mut() {
+            // The doctor has seen what it needs: the command is ended as Ctrl-C would.
+            eprintln!(
+                "profile: doctor: sampled the command for {:.1} s (-d sets how long); ending it",
+                took.as_secs_f64()
+            );
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_child(child),
+                rustix::process::Signal::TERM,
+            );
+            let _ = child.wait();
+        }
+    }
+    p.stop().map_err(fail)?;
+    let (event, _) = p.event();
+    let event = event.to_owned();
+    let profile = p.finish().map_err(fail)?;
+    let sampled = format!(
+        "{} {event} samples at {} Hz over {:.1} s",
+        profile.info.stats.samples,
+        a.frequency,
+        took.as_secs_f64()
+    );
+    Ok(files(&mapped_files(&profile), pid, &sampled))
+}
+
+/// Where `cmd` is found: itself when it has a folder, else the first file of that name in PATH.
+fn command_path(cmd: &OsString) -> Option<PathBuf> {
+    let cmd = PathBuf::from(cmd);
+    if cmd.components().count() > 1 {
+        return Some(cmd);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(&cmd))
+        .find(|p| p.is_file())
 }
 
 /// The pusher of `--push URL`, its credentials from `--credentials FILE` or the environment.

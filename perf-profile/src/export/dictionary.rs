@@ -195,6 +195,8 @@ impl Dictionary {
                     Frame::User { mapping, addr } => {
                         (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
                     }
+                    // Not an address: no location's address says it.
+                    f if f.is_truncated() => (0, 0),
                     Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
                     Frame::Kernel { addr } => (kernel_mapping, addr),
                     Frame::KernelHidden => (kernel_mapping, 0),

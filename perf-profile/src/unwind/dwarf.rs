@@ -19,8 +19,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use framehop::{
     CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
@@ -28,12 +29,13 @@ use framehop::{
 };
 
 use super::elf::{self, UnwindSections};
-use super::{Context, RawFrame};
+use super::{Context, Ending, RawFrame};
 use crate::maps::{build_id, AddressSpaces, Mapping};
 use crate::untrusted::{self, Asked, Budget, Charge, Loader};
 
-/// Frames beyond this many are not unwound (a corrupt stack that loops).
-const MAX_FRAMES: usize = 512;
+/// Frames beyond this many are not unwound (a corrupt stack that loops): the stack is
+/// [`Ending::Truncated`] there.
+pub const MAX_FRAMES: usize = 512;
 
 /// The user registers a sample must carry (`sample_regs_user`): `perf_regs.h`'s numbering.
 #[cfg(target_arch = "x86_64")]
@@ -80,6 +82,11 @@ struct Loaded {
     _charge: Charge,
 }
 
+/// How long a file's tables are waited for: a frame in a file still loading ends the unwinding
+/// as [`Ending::Pending`] (the sample is unwound again later) for this long after the file was
+/// first asked for, then as [`Ending::Truncated`] (a file on a hung file system never comes).
+pub const LOADING_WAIT: Duration = Duration::from_secs(2);
+
 /// Files remembered as failed (not ELF, unreadable, refused, over the budget), at most.
 const MAX_FAILED: usize = 4096;
 
@@ -91,7 +98,7 @@ pub struct DwarfUnwinder {
     files: HashMap<FileKey, Option<(Arc<Loaded>, u64)>>,
     /// Each process's unwinder, the generation of the space it was built from, and the files it
     /// holds.
-    procs: HashMap<u32, (u64, Native, Vec<Arc<Loaded>>)>,
+    procs: HashMap<u32, Proc>,
     cache: CacheNative<MayAllocateDuringUnwind>,
     budget: Budget,
     clock: u64,
@@ -101,10 +108,28 @@ pub struct DwarfUnwinder {
     /// for.
     loader: Loader,
     wait: Duration,
+    /// Files still loading, and when each was first asked for.
+    loading_since: HashMap<FileKey, Instant>,
 }
 
 /// An unwinder built while some of its files were still loading: built again on the next sample.
 const PROVISIONAL: u64 = u64::MAX;
+
+/// A process's unwinder.
+struct Proc {
+    /// The generation of the address space it was built from, or [`PROVISIONAL`].
+    generation: u64,
+    unwinder: Native,
+    /// The files it holds.
+    held: Vec<Arc<Loaded>>,
+    /// The address ranges of the files still loading when it was built: framehop has no tables
+    /// for them and would guess (frame pointers) past them. With each, whether it has been
+    /// waited for [`LOADING_WAIT`] already.
+    loading: Vec<Loading>,
+}
+
+/// A file still loading: its address range, and whether it was waited for [`LOADING_WAIT`].
+type Loading = (Range<u64>, bool);
 
 /// What a load of a file's sections found.
 enum Load {
@@ -146,6 +171,7 @@ impl DwarfUnwinder {
             no_room: Vec::new(),
             loader: Loader::new(),
             wait: untrusted::DRAIN_WAIT,
+            loading_since: HashMap::new(),
         }
     }
 
@@ -159,11 +185,7 @@ impl DwarfUnwinder {
 
     /// The process `pid` exited: its unwinder goes.
     pub fn exit(&mut self, pid: u32) {
-        if self
-            .procs
-            .remove(&pid)
-            .is_some_and(|(_, _, held)| !held.is_empty())
-        {
+        if self.procs.remove(&pid).is_some_and(|p| !p.held.is_empty()) {
             // Room may be made now: the files refused for the lack of it are asked for again.
             for key in self.no_room.drain(..) {
                 self.files.remove(&key);
@@ -173,8 +195,9 @@ impl DwarfUnwinder {
 
     /// Unwinds `stack` (the copy of the user stack from the stack pointer up) from `regs` (the
     /// values of [`REGS_MASK`], in bit order) in `pid`'s address space, appending the user
-    /// frames (leaf first, return addresses minus one) to `out`. Returns `false` when the
-    /// registers are not the expected ones (nothing appended).
+    /// frames (leaf first, return addresses minus one) to `out`, and says how the unwinding
+    /// ended (see [Where a stack ends](super#where-a-stack-ends)). `None` when the registers are
+    /// not the expected ones (nothing appended).
     pub fn unwind(
         &mut self,
         pid: u32,
@@ -182,25 +205,35 @@ impl DwarfUnwinder {
         regs: &[u64],
         stack: &[u8],
         out: &mut Vec<RawFrame>,
-    ) -> bool {
-        let Some((pc, sp, regs)) = registers(regs) else {
-            return false;
-        };
+    ) -> Option<Ending> {
+        let (pc, sp, regs) = registers(regs)?;
         let generation = maps.generation(pid);
         let stale = self
             .procs
             .get(&pid)
-            .is_none_or(|(g, _, _)| *g != generation);
+            .is_none_or(|p| p.generation != generation);
         if stale {
             // The old unwinder lets go of its files first: they may be evicted for the new one's.
             self.procs.remove(&pid);
-            let (unwinder, held, complete) = self.build(pid, maps);
-            let generation = if complete { generation } else { PROVISIONAL };
-            self.procs.insert(pid, (generation, unwinder, held));
+            let (unwinder, held, loading) = self.build(pid, maps);
+            let generation = if loading.is_empty() {
+                generation
+            } else {
+                PROVISIONAL
+            };
+            self.procs.insert(
+                pid,
+                Proc {
+                    generation,
+                    unwinder,
+                    held,
+                    loading,
+                },
+            );
         }
-        let Some((_, unwinder, _)) = self.procs.get(&pid) else {
-            return false;
-        };
+        let Proc {
+            unwinder, loading, ..
+        } = self.procs.get(&pid)?;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let at = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
             let bytes = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
@@ -208,33 +241,51 @@ impl DwarfUnwinder {
         };
         let mut frames = unwinder.iter_frames(pc, regs, &mut self.cache, &mut read_stack);
         let mut n = 0;
-        // An error ends the stack where it is (a frame outside the copied stack, no tables).
-        while let Ok(Some(frame)) = frames.next() {
+        loop {
+            let frame = match frames.next() {
+                Ok(Some(frame)) => frame,
+                // framehop found the root: the CFI's undefined return address, or a zero frame
+                // pointer or return address where it had no tables.
+                Ok(None) => return Some(Ending::Root),
+                // A frame outside the copied stack, a stack that does not advance, ...
+                Err(_) => return Some(Ending::Truncated),
+            };
             let addr = match frame {
                 FrameAddress::InstructionPointer(ip) => ip,
                 ra @ FrameAddress::ReturnAddress(_) => ra.address_for_lookup(),
             };
             if addr == 0 {
-                break;
+                // A jump to address zero: nothing to unwind from.
+                return Some(Ending::Truncated);
             }
             out.push(RawFrame {
                 addr,
                 context: Context::User,
             });
             n += 1;
+            if let Some((_, overdue)) = loading.iter().find(|(r, _)| r.contains(&addr)) {
+                return Some(if *overdue {
+                    Ending::Truncated
+                } else {
+                    Ending::Pending
+                });
+            }
             if n >= MAX_FRAMES {
-                break;
+                return Some(Ending::Truncated);
             }
         }
-        true
     }
 
-    /// A framehop unwinder with a module for every file mapping of `pid`'s space.
-    /// Also whether every file was there (none still loading).
-    fn build(&mut self, pid: u32, maps: &AddressSpaces) -> (Native, Vec<Arc<Loaded>>, bool) {
+    /// A framehop unwinder with a module for every file mapping of `pid`'s space, the files it
+    /// holds, and the ranges of the files still loading (empty: it is complete).
+    fn build(
+        &mut self,
+        pid: u32,
+        maps: &AddressSpaces,
+    ) -> (Native, Vec<Arc<Loaded>>, Vec<Loading>) {
         let mut unwinder = Native::new();
         let mut held: Vec<Arc<Loaded>> = Vec::new();
-        let mut complete = true;
+        let mut loading = Vec::new();
         for (range, id) in maps.space(pid) {
             let Some(mapping) = maps.mapping(id) else {
                 continue;
@@ -246,7 +297,13 @@ impl DwarfUnwinder {
                 Asked::Ready(Some(loaded)) => loaded,
                 Asked::Ready(None) => continue,
                 Asked::Pending => {
-                    complete = false;
+                    let key = (Arc::clone(&mapping.path), mapping.build_id.clone());
+                    if self.loading_since.len() >= MAX_FAILED {
+                        // Stuck files by the thousand: they are waited for afresh.
+                        self.loading_since.clear();
+                    }
+                    let since = *self.loading_since.entry(key).or_insert_with(Instant::now);
+                    loading.push((range, since.elapsed() >= LOADING_WAIT));
                     continue;
                 }
             };
@@ -279,7 +336,7 @@ impl DwarfUnwinder {
                 held.push(loaded);
             }
         }
-        (unwinder, held, complete)
+        (unwinder, held, loading)
     }
 
     /// The unwind sections of a mapping's file (as process `pid` names it), read once, on the
@@ -288,6 +345,7 @@ impl DwarfUnwinder {
         self.clock += 1;
         let key = (Arc::clone(&mapping.path), mapping.build_id.clone());
         if let Some(s) = self.files.get_mut(&key) {
+            self.loading_since.remove(&key);
             return Asked::Ready(s.as_mut().map(|(loaded, used)| {
                 *used = self.clock;
                 Arc::clone(loaded)
@@ -319,6 +377,7 @@ impl DwarfUnwinder {
         if loaded.is_none() && self.files.values().filter(|f| f.is_none()).count() >= MAX_FAILED {
             self.files.retain(|_, f| f.is_some());
         }
+        self.loading_since.remove(&key);
         self.files
             .insert(key, loaded.as_ref().map(|l| (Arc::clone(l), self.clock)));
         Asked::Ready(loaded)
@@ -380,6 +439,15 @@ mod tests {
     use crate::elf::tests::build;
     use crate::elf::{Endian, PT_LOAD};
 
+    fn proc(unwinder: Native, held: Vec<Arc<Loaded>>) -> Proc {
+        Proc {
+            generation: 0,
+            unwinder,
+            held,
+            loading: Vec::new(),
+        }
+    }
+
     /// Two files whose `.eh_frame` fit the budget one at a time: the second is refused while a
     /// process's unwinder holds the first, and loaded (the first evicted) once that process exits.
     #[test]
@@ -405,10 +473,10 @@ mod tests {
         maps.mmap(1, 0x10000, 0x1000, 0, &paths[0], None);
         maps.mmap(2, 0x10000, 0x1000, 0, &paths[1], None);
         let held = |d: &mut DwarfUnwinder, pid| {
-            let (unwinder, held, complete) = d.build(pid, &maps);
-            assert!(complete);
+            let (unwinder, held, loading) = d.build(pid, &maps);
+            assert!(loading.is_empty());
             let n = held.len();
-            d.procs.insert(pid, (0, unwinder, held));
+            d.procs.insert(pid, proc(unwinder, held));
             n
         };
         assert_eq!(held(&mut d, 1), 1);
@@ -424,7 +492,7 @@ mod tests {
             d.procs.remove(&2);
             let (unwinder, h, _) = d.build(2, &maps);
             n = h.len();
-            d.procs.insert(2, (0, unwinder, h));
+            d.procs.insert(2, proc(unwinder, h));
             if n == 1 {
                 break;
             }
@@ -438,6 +506,66 @@ mod tests {
             .map(|(k, _)| &*k.0)
             .collect();
         assert_eq!(kept, [paths[1].as_str()]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A frame in a file whose tables are still being read (every loader worker held by a stuck
+    /// load) ends the unwinding there, said to be pending, rather than guessed past with frame
+    /// pointers: before, the guess found a caller (`0x1001f`) and a root behind it, a stack that
+    /// looked complete and would be rooted elsewhere than the same path's once the file is read.
+    /// Once the file has been waited for [`LOADING_WAIT`], the stack is truncated there.
+    #[test]
+    fn a_frame_in_a_file_still_loading_ends_the_unwinding_pending() {
+        let dir = std::env::temp_dir().join(format!("pp-unwind-pending-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sections: &[(&str, u32, u64, u64, &[u8])] = &[
+            (".text", 1, 6, 0x1000, &[0x90; 16]),
+            (".eh_frame", 1, 2, 0x2000, &[0; 64]),
+        ];
+        let segments: &[(u32, &[u8], u64)] = &[(PT_LOAD, &[0; 8], 0x1000)];
+        let path = dir.join("a");
+        std::fs::write(&path, build(true, Endian::Little, segments, sections)).unwrap();
+        let loader = Loader::new();
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let stuck = Arc::new(std::sync::Mutex::new(stuck));
+        for i in 0..untrusted::MAX_WORKERS {
+            let s = Arc::clone(&stuck);
+            let _ = loader.ask(untrusted::key(("stuck", i)), Duration::ZERO, move || {
+                let _ = s.lock().unwrap().recv();
+            });
+        }
+        let mut d = DwarfUnwinder::new();
+        d.set_loader(loader, Duration::ZERO);
+        let mut maps = AddressSpaces::new();
+        maps.mmap(1, 0x10000, 0x1000, 0, path.to_str().unwrap(), None);
+        // A frame record at the stack pointer: the caller's frame pointer (zero, the outermost)
+        // and a return address into the same file.
+        let sp = 0x7fff_0000u64;
+        let mut stack = vec![0u8; 16];
+        stack[8..].copy_from_slice(&0x10020u64.to_le_bytes());
+        #[cfg(target_arch = "x86_64")]
+        let regs = [sp, sp, 0x10010];
+        #[cfg(target_arch = "aarch64")]
+        let regs = [sp, 0x10020, sp, 0x10010];
+        let mut out = Vec::new();
+        let ending = d.unwind(1, &maps, &regs, &stack, &mut out);
+        let leaf = RawFrame {
+            addr: 0x10010,
+            context: Context::User,
+        };
+        assert_eq!(out, [leaf]);
+        assert_eq!(ending, Some(Ending::Pending));
+        // Waited for that long, the file is no longer waited for: the stack is truncated there.
+        for since in d.loading_since.values_mut() {
+            *since = Instant::now()
+                .checked_sub(LOADING_WAIT + Duration::from_secs(1))
+                .unwrap();
+        }
+        out.clear();
+        let ending = d.unwind(1, &maps, &regs, &stack, &mut out);
+        assert_eq!(out, [leaf]);
+        assert_eq!(ending, Some(Ending::Truncated));
+        drop(release);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

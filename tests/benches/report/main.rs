@@ -3,7 +3,8 @@
 //! `cargo bench -p tests` (root for the tracepoint rows). Sections: 1. counter read, 2. record parse,
 //! 3. ring drain, 4. async wake-up, 5. rdpmc. Contenders of a section run interleaved (A B C …, then
 //! rotated, for several rounds) so VM drift hits all alike; figures are medians with their spread
-//! (min–max over rounds); ratios are to the section's baseline from the same run.
+//! (min–max over rounds); ratios are to the section's baseline from the same run. Section 1 times the
+//! thread's CPU time per read (preemption on a loaded machine is not counted).
 //!
 //! Arguments (after `--`): `--quick` (CI smoke: few rounds, small sizes, seconds), `--long` (more
 //! rounds and all ring sizes); or `PERF_BENCH=quick|long`; `--only=count,rdpmc` runs only the sections
