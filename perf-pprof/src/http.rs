@@ -2,10 +2,11 @@
 //! pprof profile, which `go tool pprof` reads. The `http_endpoint` example serves it on a
 //! loopback port.
 
+use std::io::Write;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::profiler::ProfilerGuardBuilder;
 
 /// The frequency `/debug/pprof/profile` samples at (Go's default is 100 Hz; 99 avoids lockstep
@@ -18,7 +19,7 @@ pub const DEFAULT_FREQUENCY: c_int = 99;
 ///
 /// # Errors
 ///
-/// As [`ProfilerGuardBuilder::build`]; [`Error::Perf`] when the profile cannot be encoded.
+/// As [`ProfilerGuardBuilder::build`]; [`Error::IoError`](crate::Error::IoError) when the profile cannot be compressed.
 pub fn profile_gzipped_pprof(duration: Duration, frequency: c_int) -> Result<Vec<u8>> {
     let guard = ProfilerGuardBuilder::default()
         .frequency(frequency)
@@ -26,11 +27,12 @@ pub fn profile_gzipped_pprof(duration: Duration, frequency: c_int) -> Result<Vec
     std::thread::sleep(duration);
     let profile = guard.profile();
     drop(guard);
-    let mut out = Vec::new();
-    profile
-        .write(perf_profile::Format::Pprof, &mut out)
-        .map_err(Error::Perf)?;
-    Ok(out)
+    let lines = crate::symbols::frame_lines(&profile);
+    let mut pb = profile.to_pprof();
+    crate::symbols::name_pprof(&lines, &mut pb);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&prost::Message::encode_to_vec(&pb))?;
+    Ok(gz.finish()?)
 }
 
 /// The `seconds` parameter of a request target such as `/debug/pprof/profile?seconds=5`: `None`

@@ -24,8 +24,10 @@
 //! later), each sample with a copy of the top of the user stack, which the collector thread
 //! unwinds with framehop and the binaries' CFI (or, with feature `frame-pointer`, the call chain
 //! the kernel walks from frame pointers). A collector thread that the
-//! [`ProfilerGuard`] owns drains the rings; symbols come from perf-profile's symbolizer (ELF
-//! symbols and DWARF, inlined functions included). No signal handler is installed, ever.
+//! [`ProfilerGuard`] owns drains the rings; symbols come from blazesym (ELF symbols and DWARF,
+//! inlined functions included), read when a report is built, without holding the collector's
+//! lock, and kept for the process: each address is named once. No signal handler is installed,
+//! ever.
 //!
 //! - Samples need `perf_event_paranoid` ≤ 2 or `CAP_PERFMON`; where the kernel refuses,
 //!   [`ProfilerGuard::new`] returns [`Error::PerfEventParanoid`] naming the setting and the fix.
@@ -63,6 +65,7 @@ mod frames;
 pub mod http;
 mod profiler;
 mod report;
+mod symbols;
 
 pub use error::{Error, Result};
 pub use frames::{Frames, Symbol};

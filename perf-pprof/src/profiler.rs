@@ -61,6 +61,9 @@ impl ProfilerGuardBuilder {
         opts.frequency = frequency;
         // pprof-rs shows user space only.
         opts.kernel = false;
+        // Frames are named by the report, outside the profiler's lock (`crate::symbols`): the
+        // collector thread keeps draining the rings while a report reads DWARF.
+        opts.symbolize = perf_profile::symbolize::Mode::None;
         // Rust code, std included, is built without frame pointers unless told otherwise, so the
         // default is pprof-rs's: unwinding with the binaries' CFI (here framehop, on the collector
         // thread, from the stack the kernel copied). `frame-pointer` takes the kernel's chain, as
@@ -172,8 +175,10 @@ impl ProfilerGuard<'_> {
         ReportBuilder::new(self)
     }
 
-    /// The profile so far as perf-profile's [`Profile`] (its mappings, addresses, inlined
-    /// functions and statistics), for its exporters (`Profile::write`): not in pprof-rs.
+    /// The profile so far as perf-profile's [`Profile`]: its stacks, mappings, addresses, build
+    /// ids and statistics, not symbolized (perf-profile's `Mode::None`: the report names the
+    /// frames, and [`http::profile_gzipped_pprof`](crate::http::profile_gzipped_pprof)). Not in
+    /// pprof-rs. Holds the profiler's lock only to read the rings and copy the tables.
     pub fn profile(&self) -> Profile {
         let mut p = self.shared.profiler();
         let _ = p.poll(Duration::ZERO);

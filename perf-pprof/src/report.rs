@@ -3,9 +3,11 @@ use std::fmt::{self, Debug, Formatter};
 use std::hash::{Hash, Hasher};
 use std::os::raw::{c_int, c_void};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use perf_profile::aggregate::{Frame, FrameId, IdentityId, StackId};
+use perf_profile::symbolize::Line;
 use perf_profile::Profile;
 
 use crate::frames::{Frames, Symbol};
@@ -178,7 +180,9 @@ impl<'a> ReportBuilder<'a> {
     ///
     /// None today; pprof-rs's signature.
     pub fn build(&self) -> Result<Report> {
+        // The snapshot holds the profiler's lock; naming its frames does not.
         let profile = self.guard.profile();
+        let lines = crate::symbols::frame_lines(&profile);
         let now = SystemTime::now();
         let mut symbols: HashMap<FrameId, Vec<Symbol>> = HashMap::new();
         let mut data = HashMap::new();
@@ -189,7 +193,7 @@ impl<'a> ReportBuilder<'a> {
                 .map(|&f| {
                     symbols
                         .entry(f)
-                        .or_insert_with(|| symbols_of(&profile, f))
+                        .or_insert_with(|| symbols_of(&profile, &lines, f))
                         .clone()
                 })
                 .collect();
@@ -262,9 +266,9 @@ fn addr_of(profile: &Profile, f: FrameId) -> u64 {
 
 /// A frame's functions, innermost first; where it has none, one symbol naming where it is
 /// (`libc.so.6+0x2a0f3`).
-fn symbols_of(profile: &Profile, f: FrameId) -> Vec<Symbol> {
+fn symbols_of(profile: &Profile, lines: &[Arc<[Line]>], f: FrameId) -> Vec<Symbol> {
     let addr = Some(addr_of(profile, f) as usize as *mut c_void);
-    let lines = profile.lines(f);
+    let lines = lines.get(f.0 as usize).map_or(&[][..], |l| l);
     if lines.is_empty() {
         return profile
             .frame_names(f)
