@@ -1,6 +1,10 @@
 //! The profiled program's slowdown with perf-pprof and with pprof-rs 0.15, at 99 Hz and 999 Hz,
-//! and the cost of `report().build()` for the same profile: `cargo bench -p perf-pprof --bench
-//! slowdown`.
+//! and the cost of `report().build()` for the same profile (the first report of a guard, and a
+//! later one after a tenth more of the work): `cargo bench -p perf-pprof --bench slowdown`.
+//!
+//! pprof-rs's `setitimer(ITIMER_PROF)` fires at most once per kernel tick, so its "999 Hz" takes
+//! the tick rate (250 a CPU second with `CONFIG_HZ=250`), where ours takes 999: the last row runs
+//! ours at the rate pprof-rs reached, for a comparison at equal samples.
 //!
 //! The workload (4 threads hashing and allocating) does a fixed amount of work; its cost is the
 //! process's CPU time (user + system, every thread: pprof-rs's unwinding runs in the profiled
@@ -59,59 +63,158 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The workload's CPU seconds under `profile` (which starts a profiler, runs the workload, builds
-/// the report and returns how long that took and its sample count), less the report's time; the
-/// report's time; the samples: medians of REPS.
-fn measure(mut profile: impl FnMut() -> (Duration, isize)) -> (f64, f64, f64) {
-    let mut cpu = Vec::new();
-    let mut build = Vec::new();
-    let mut samples = Vec::new();
+/// What one profiled run gave.
+struct Run {
+    /// The first report's build time, and that of a second report built after a tenth more of
+    /// the workload.
+    first: Duration,
+    later: Duration,
+    /// Samples in the first report.
+    samples: isize,
+    /// CPU time of the profiler's own thread (ours: the collector), if it has one.
+    collector: Duration,
+}
+
+/// Medians of REPS runs of `profile` (which starts a profiler, runs the workload, builds the
+/// reports): the workload's CPU seconds less the reports' time, first and later report times,
+/// samples, the collector's CPU seconds; and the very first run's first report (the process's
+/// first report at this point of the bench).
+struct Measured {
+    cpu: f64,
+    first: f64,
+    later: f64,
+    samples: f64,
+    collector: f64,
+    first_of_all: f64,
+}
+
+fn measure(mut profile: impl FnMut() -> Run) -> Measured {
+    let (mut cpu, mut first, mut later, mut samples, mut collector) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPS {
         let before = cpu_time();
-        let (b, n) = profile();
+        let r = profile();
         let during = cpu_time() - before;
-        cpu.push(during.as_secs_f64() - b.as_secs_f64());
-        build.push(b.as_secs_f64());
-        samples.push(n as f64);
+        cpu.push(during.as_secs_f64() - r.first.as_secs_f64() - r.later.as_secs_f64());
+        first.push(r.first.as_secs_f64());
+        later.push(r.later.as_secs_f64());
+        samples.push(r.samples as f64);
+        collector.push(r.collector.as_secs_f64());
     }
-    (median(cpu), median(build), median(samples))
+    Measured {
+        first_of_all: first[0],
+        cpu: median(cpu),
+        first: median(first),
+        later: median(later),
+        samples: median(samples),
+        collector: median(collector),
+    }
+}
+
+/// The CPU time of this process's thread named `name` (clock ticks of 10 ms).
+fn thread_cpu_time(name: &str) -> Duration {
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let Some(i) = stat.rfind(')') else { continue };
+        let f: Vec<&str> = stat[i + 2..].split(' ').collect();
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        return Duration::from_millis(ticks * 10);
+    }
+    Duration::ZERO
+}
+
+/// A tenth of the workload, between the first and the later report.
+fn more_work() {
+    for _ in 0..12 {
+        black_box(hash_work(5_000_000));
+        black_box(alloc_work(20_000));
+    }
+}
+
+fn theirs(hz: i32) -> Run {
+    let g = pprof_rs::ProfilerGuard::new(hz).unwrap();
+    workload();
+    let t = Instant::now();
+    let r = g.report().build().unwrap();
+    let first = t.elapsed();
+    more_work();
+    let t = Instant::now();
+    black_box(g.report().build().unwrap());
+    Run {
+        first,
+        later: t.elapsed(),
+        samples: r.data.values().sum(),
+        collector: Duration::ZERO,
+    }
+}
+
+fn ours(hz: i32) -> Run {
+    let g = pprof::ProfilerGuard::new(hz).unwrap();
+    workload();
+    let t = Instant::now();
+    let r = g.report().build().unwrap();
+    let first = t.elapsed();
+    more_work();
+    let t = Instant::now();
+    black_box(g.report().build().unwrap());
+    let later = t.elapsed();
+    Run {
+        first,
+        later,
+        samples: r.data.values().sum(),
+        collector: thread_cpu_time("perf-pprof"),
+    }
+}
+
+fn row(name: &str, hz: i32, m: &Measured, base: f64) {
+    println!(
+        "| {name} | {hz} | {:.2} | {:.3} | {:.0} | {:.0} | {:.2} | {:.1} ms ({:.1} ms) | {:.1} ms |",
+        m.cpu,
+        m.cpu / base,
+        m.samples,
+        m.samples / m.cpu,
+        m.collector,
+        m.first * 1000.0,
+        m.first_of_all * 1000.0,
+        m.later * 1000.0,
+    );
 }
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let (base, _, _) = measure(|| {
+    let base = measure(|| {
         workload();
-        (Duration::ZERO, 0)
-    });
-    println!("| profiler | Hz | CPU s | slowdown | samples | report().build() |");
-    println!("|---|---|---|---|---|---|");
-    println!("| none | - | {base:.2} | 1.00 | - | - |");
+        Run {
+            first: Duration::ZERO,
+            later: Duration::ZERO,
+            samples: 0,
+            collector: Duration::ZERO,
+        }
+    })
+    .cpu;
+    println!(
+        "| profiler | Hz | CPU s | slowdown | samples | samples per CPU s | collector CPU s | \
+         first report (first run's) | later report |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| none | - | {base:.2} | 1.00 | - | - | - | - | - |");
+    let mut their_rate = 0.0;
     for hz in [99, 999] {
-        let (theirs, theirs_build, theirs_n) = measure(|| {
-            let g = pprof_rs::ProfilerGuard::new(hz).unwrap();
-            workload();
-            let t = Instant::now();
-            let r = g.report().build().unwrap();
-            (t.elapsed(), r.data.values().sum())
-        });
-        let (ours, ours_build, ours_n) = measure(|| {
-            let g = pprof::ProfilerGuard::new(hz).unwrap();
-            workload();
-            let t = Instant::now();
-            let r = g.report().build().unwrap();
-            (t.elapsed(), r.data.values().sum())
-        });
-        println!(
-            "| pprof-rs 0.15 | {hz} | {theirs:.2} | {:.3} | {theirs_n:.0} | {:.0} ms |",
-            theirs / base,
-            theirs_build * 1000.0
-        );
-        println!(
-            "| perf-pprof | {hz} | {ours:.2} | {:.3} | {ours_n:.0} | {:.0} ms |",
-            ours / base,
-            ours_build * 1000.0
-        );
+        let t = measure(|| theirs(hz));
+        let o = measure(|| ours(hz));
+        row("pprof-rs 0.15", hz, &t, base);
+        row("perf-pprof", hz, &o, base);
+        their_rate = t.samples / t.cpu;
     }
+    // pprof-rs's timer fires at most once per kernel tick: its "999 Hz" is the tick rate. Ours
+    // at the rate it reached, for the same samples per CPU second.
+    let hz = their_rate.round() as i32;
+    let o = measure(|| ours(hz));
+    row("perf-pprof at pprof-rs's 999 Hz rate", hz, &o, base);
 }
