@@ -30,6 +30,20 @@ pub fn profile_gzipped_pprof(duration: Duration, frequency: c_int) -> Result<Vec
     let lines = crate::symbols::frame_lines(&profile);
     let mut pb = profile.to_pprof();
     crate::symbols::name_pprof(&lines, &mut pb);
+    // User frames only, as the reports: location `i + 1` is frame `i`.
+    let stacks = profile.stacks();
+    for sample in &mut pb.sample {
+        sample.location_id.retain(|&l| {
+            !matches!(
+                l.checked_sub(1)
+                    .and_then(|f| stacks.frame(perf_profile::aggregate::FrameId(f as u32))),
+                Some(
+                    perf_profile::aggregate::Frame::Kernel { .. }
+                        | perf_profile::aggregate::Frame::KernelHidden
+                )
+            )
+        });
+    }
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&prost::Message::encode_to_vec(&pb))?;
     Ok(gz.finish()?)

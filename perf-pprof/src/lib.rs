@@ -34,7 +34,9 @@
 //! - Every [`Frames`] carries the thread that ran it, its name and its kernel thread id (pprof-rs:
 //!   `pthread_self()`) as `thread_name` and `thread_id`, and the time of the report as
 //!   `sample_timestamp`.
-//! - Only user-space frames, as pprof-rs.
+//! - Only user-space frames, as pprof-rs. Time in the kernel is sampled where that is permitted
+//!   (`perf_event_paranoid` ≤ 1 or `CAP_PERFMON`) and charged to the user stack that entered it,
+//!   as pprof-rs's `ITIMER_PROF` counts system time; at 2 only user time is sampled.
 //! - [`Symbol::name`] holds the demangled name (pprof-rs holds the raw one and demangles in
 //!   [`Symbol::name()`]); `addr` is the frame's address.
 //! - Several guards may run at once (pprof-rs allows one per process).

@@ -31,7 +31,9 @@ impl Default for ProfilerGuardBuilder {
 }
 
 impl ProfilerGuardBuilder {
-    /// Samples per second (per CPU a thread runs on).
+    /// Samples per second of each thread's CPU time (and so of the process's), user and system
+    /// time where sampling the kernel is permitted, user time only where it is not (see the
+    /// crate docs). pprof-rs's rate stops at the kernel's tick rate; this one does not.
     pub fn frequency(self, frequency: c_int) -> Self {
         Self { frequency, ..self }
     }
@@ -59,8 +61,12 @@ impl ProfilerGuardBuilder {
         let frequency = u64::try_from(self.frequency).unwrap_or(0);
         let mut opts = Options::default();
         opts.frequency = frequency;
-        // pprof-rs shows user space only.
-        opts.kernel = false;
+        // pprof-rs's frequency is per second of the process's CPU time, user and system
+        // (ITIMER_PROF), each sample charged to the user stack: a sample that lands in the
+        // kernel is taken too where that is permitted (perf_event_paranoid <= 1, CAP_PERFMON),
+        // and the report keeps its user frames only. Where it is not, perf-profile falls back to
+        // user space, and time in the kernel goes unsampled (the kernel drops those samples).
+        opts.kernel = true;
         // Frames are named by the report, outside the profiler's lock (`crate::symbols`): the
         // collector thread keeps draining the rings while a report reads DWARF.
         opts.symbolize = perf_profile::symbolize::Mode::None;

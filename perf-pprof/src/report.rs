@@ -227,13 +227,24 @@ fn thread_of(profile: &Profile, who: Option<IdentityId>) -> (String, u64) {
     }
 }
 
-/// The profile's stacks, leaf first, less those whose leaf is in a blocklisted library.
+/// The profile's stacks, leaf first, their user frames only, less those whose leaf is in a
+/// blocklisted library.
 fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
     let stacks = profile.stacks();
     stacks
         .sampled_by_identity()
         .filter_map(|(id, who, counts): (StackId, _, _)| {
-            let frames: Vec<FrameId> = stacks.frames_of(id).collect();
+            // User frames only, as pprof-rs: a sample in the kernel counts for the user stack
+            // that entered it.
+            let frames: Vec<FrameId> = stacks
+                .frames_of(id)
+                .filter(|&f| {
+                    !matches!(
+                        stacks.frame(f),
+                        Some(Frame::Kernel { .. } | Frame::KernelHidden)
+                    )
+                })
+                .collect();
             let leaf = *frames.first()?;
             if !blocklist.is_empty() {
                 if let Some(Frame::User { mapping, .. }) = stacks.frame(leaf) {

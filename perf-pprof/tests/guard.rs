@@ -228,3 +228,69 @@ fn each_stack_names_the_thread_that_ran_it() {
     let text = format!("{report:?}");
     assert!(text.contains("THREAD: pprof-alpha"), "{text}");
 }
+
+#[inline(never)]
+fn zero_reads(until: Instant) -> usize {
+    use std::io::Read;
+    let mut f = std::fs::File::open("/dev/zero").unwrap();
+    let mut buf = vec![1u8; 1 << 20];
+    let mut n = 0;
+    while Instant::now() < until {
+        // Nearly all of it in the kernel, clearing the buffer.
+        n += f.read(black_box(&mut buf)).unwrap();
+    }
+    n
+}
+
+/// pprof-rs's frequency counts the process's CPU time, user and system (ITIMER_PROF): time spent
+/// in the kernel is sampled too, charged to the user stack that entered it.
+#[test]
+fn time_in_the_kernel_is_charged_to_the_user_stack_that_entered_it() {
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
+    if tests::paranoid() > 1 && !tests::is_root() {
+        println!("skipped: sampling the kernel needs perf_event_paranoid <= 1 or CAP_PERFMON");
+        return;
+    }
+    let Some(g) = guard(499) else { return };
+    let cpu = || {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let f: Vec<u64> = stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        // utime, stime in clock ticks (100 a second).
+        (f[0], f[1])
+    };
+    let before = cpu();
+    black_box(zero_reads(Instant::now() + Duration::from_millis(800)));
+    let after = cpu();
+    let r = g.report().build().unwrap();
+    let (user, system) = (after.0 - before.0, after.1 - before.1);
+    let n: isize = r
+        .data
+        .iter()
+        .filter(|(k, _)| {
+            k.frames
+                .iter()
+                .flatten()
+                .any(|s| s.name().contains("zero_reads"))
+        })
+        .map(|(_, v)| *v)
+        .sum();
+    // At 499 Hz, about 5 samples a tick of CPU time.
+    let expected = (user + system) as f64 * 4.99;
+    println!(
+        "{n} samples in zero_reads at 499 Hz for {user} ticks of user and {system} of system time \
+         (about {expected:.0} expected)"
+    );
+    assert!(
+        system > user,
+        "zero_reads ran in user space: {user} {system}"
+    );
+    assert!(
+        n as f64 > expected / 2.0,
+        "{n} samples in zero_reads for {expected:.0} expected: time in the kernel not sampled"
+    );
+}
