@@ -1,38 +1,51 @@
-//! pprof-rs 0.15's public items (its default features), each named in a never-run check that is
-//! compiled twice: against pprof-rs 0.15 itself (so each check is known to hold there) and
-//! against this crate. Items deliberately left out or different are listed in `DIFFERENCES`, with
-//! the reason; the README's "What differs" section says the same. (A hand-kept list: the
-//! rustdoc-JSON listing of `cargo xtask dropin` is not built for pprof-rs yet.)
+//! pprof-rs 0.15's public items, each named in a never-run check that is compiled twice: against
+//! pprof-rs 0.15 itself (so each check is known to hold there) and against this crate.
+//!
+//! The items are those of `api/items.txt`, listed from pprof-rs's rustdoc JSON by `cargo xtask
+//! pprof-api` (`--check` in CI: the list is that of the published crate). Each line of it is
+//! named by a check here (`// item: LINE`), by `DIFFERENCES` (left out or different on purpose,
+//! with the reason; the README's "What differs" section says the same) or by `ELSEWHERE` (checked
+//! by another test); `every_listed_item_is_checked_or_a_difference` fails otherwise, and for an
+//! `// item:` that names no line: the checks cannot drift from what pprof-rs exports.
 
 #![allow(dead_code, unused_variables, unused_imports, clippy::all)]
 
-/// pprof-rs 0.15 items not checked against this crate, and why.
+/// pprof-rs 0.15 items (lines of `api/items.txt`; `~` a part of lines) not checked against this
+/// crate, and why.
 pub const DIFFERENCES: &[(&str, &str)] = &[
     (
-        "Error::NixError(nix::Error)",
+        "variant Error::NixError",
         "no nix here; Error::PerfEventParanoid and Error::Perf instead",
     ),
     (
-        "impl Send for Symbol (and so Report: Send)",
+        "impl From<Errno> for Error",
+        "no nix here: this crate makes no nix call",
+    ),
+    (
+        "impl Send for Symbol",
         "pprof-rs asserts it with unsafe; this crate has no unsafe (Symbol::addr is a raw pointer)",
     ),
+    ("auto Send for Frames", "as `impl Send for Symbol`"),
+    ("auto Send for Report", "as `impl Send for Symbol`"),
+    ("~Collector", "internals of pprof-rs's signal handler"),
+    ("~HashCounter", "internals of pprof-rs's signal handler"),
+    ("fn validate", "internals of pprof-rs's signal handler"),
     (
-        "Collector, HashCounter, validate",
-        "internals of pprof-rs's signal handler",
+        "impl From<&T> for Symbol",
+        "built from backtrace-rs symbols in pprof-rs's signal handler; here from DWARF",
     ),
     (
-        "UnresolvedFrames::frames: SmallVec<[backtrace frame; MAX_DEPTH]>",
-        "here Vec<usize> of addresses",
-    ),
-    (
-        "UnresolvedFrames::new",
-        "built from backtrace frames in pprof-rs's signal handler",
-    ),
-    (
-        "ReportTiming not nameable in pprof-rs (private module)",
-        "here pprof::ReportTiming",
+        "impl StructuralPartialEq for Frames",
+        "compiler-internal (derive(PartialEq)); `PartialEq for Frames` is checked",
     ),
 ];
+
+/// pprof-rs 0.15 items checked by another test, and which.
+pub const ELSEWHERE: &[(&str, &str)] = &[(
+    "~criterion",
+    "tests/pprof_rs.rs builds pprof-rs's criterion example (PProfProfiler::new, \
+     Output::Flamegraph, the Profiler impl) against this crate with feature criterion",
+)];
 
 macro_rules! checks {
     ($name:ident, $krate:path) => {
@@ -49,18 +62,31 @@ macro_rules! checks {
             };
             use $krate as krate;
 
+            // item: const MAX_DEPTH
+            // item: const MAX_THREAD_NAME
             fn consts() -> (usize, usize) {
                 (krate::MAX_DEPTH, krate::MAX_THREAD_NAME)
             }
 
+            // item: struct ProfilerGuard
+            // item: method ProfilerGuard::new
+            // item: type Result
+            // item: impl Drop for ProfilerGuard
             fn guard_new(f: c_int) -> Result<ProfilerGuard<'static>> {
                 ProfilerGuard::new(f)
             }
 
+            // item: method ProfilerGuard::report
             fn guard_report<'a>(g: &'a ProfilerGuard<'a>) -> ReportBuilder<'a> {
                 g.report()
             }
 
+            // item: struct ProfilerGuardBuilder
+            // item: impl Clone for ProfilerGuardBuilder
+            // item: impl Default for ProfilerGuardBuilder
+            // item: method ProfilerGuardBuilder::blocklist
+            // item: method ProfilerGuardBuilder::build
+            // item: method ProfilerGuardBuilder::frequency
             fn builder() -> Result<ProfilerGuard<'static>> {
                 let b: ProfilerGuardBuilder = ProfilerGuardBuilder::default();
                 let b: ProfilerGuardBuilder = b.clone().frequency(1000 as c_int);
@@ -69,6 +95,10 @@ macro_rules! checks {
                 b.build()
             }
 
+            // item: struct ReportBuilder
+            // item: method ReportBuilder::build
+            // item: method ReportBuilder::build_unresolved
+            // item: method ReportBuilder::frames_post_processor
             fn report_builder(g: &ProfilerGuard<'_>) -> (Result<Report>, Result<UnresolvedReport>) {
                 let mut rb = g.report();
                 let rb: &mut ReportBuilder = rb.frames_post_processor(|f: &mut Frames| {
@@ -77,6 +107,10 @@ macro_rules! checks {
                 (rb.build(), rb.build_unresolved())
             }
 
+            // item: struct Report
+            // item: field Report::data
+            // item: field Report::timing
+            // item: impl Debug for Report
             fn report(r: Report) -> String {
                 let Report { data, timing } = &r;
                 let data: &HashMap<Frames, isize> = data;
@@ -86,6 +120,9 @@ macro_rules! checks {
                 format!("{r:?}")
             }
 
+            // item: struct UnresolvedReport
+            // item: field UnresolvedReport::data
+            // item: field UnresolvedReport::timing
             fn unresolved(r: UnresolvedReport) {
                 let UnresolvedReport { data, timing } = r;
                 for (k, v) in &data {
@@ -102,6 +139,17 @@ macro_rules! checks {
                 }
             }
 
+            // item: struct Frames
+            // item: field Frames::frames
+            // item: field Frames::sample_timestamp
+            // item: field Frames::thread_id
+            // item: field Frames::thread_name
+            // item: impl Clone for Frames
+            // item: impl Debug for Frames
+            // item: impl Eq for Frames
+            // item: impl Hash for Frames
+            // item: impl PartialEq for Frames
+            // item: method Frames::thread_name_or_id
             fn frames(f: Frames) -> String {
                 let Frames {
                     frames,
@@ -118,6 +166,21 @@ macro_rules! checks {
                 format!("{f:?}{}", f.thread_name_or_id())
             }
 
+            // item: struct Symbol
+            // item: field Symbol::addr
+            // item: field Symbol::filename
+            // item: field Symbol::lineno
+            // item: field Symbol::name
+            // item: impl Clone for Symbol
+            // item: impl Debug for Symbol
+            // item: impl Display for Symbol
+            // item: impl Hash for Symbol
+            // item: impl PartialEq for Symbol
+            // item: method Symbol::filename
+            // item: method Symbol::lineno
+            // item: method Symbol::name
+            // item: method Symbol::raw_name
+            // item: method Symbol::sys_name
             fn symbol() -> String {
                 let s = Symbol {
                     name: Some(b"main".to_vec()),
@@ -138,6 +201,17 @@ macro_rules! checks {
                 format!("{s} {s:?}")
             }
 
+            // item: enum Error
+            // item: variant Error::CreatingError
+            // item: variant Error::IoError
+            // item: variant Error::NotRunning
+            // item: variant Error::Running
+            // item: impl Debug for Error
+            // item: impl Display for Error
+            // item: impl Error for Error
+            // item: impl From<Error> for Error
+            // item: auto Send for Error
+            // item: auto Sync for Error
             fn errors(e: Error) -> Option<Box<dyn std::error::Error + Send + Sync>> {
                 match &e {
                     Error::IoError(io) => {
@@ -150,6 +224,24 @@ macro_rules! checks {
                 let _ = format!("{e} {e:?}");
                 Some(Box::new(e))
             }
+
+            fn send<T: Send>() {}
+            fn sync<T: Sync>() {}
+
+            // item: auto Send for ProfilerGuard
+            // item: auto Sync for ProfilerGuard
+            // item: auto Send for ProfilerGuardBuilder
+            // item: auto Sync for ProfilerGuardBuilder
+            // item: auto Send for UnresolvedReport
+            // item: auto Sync for UnresolvedReport
+            fn auto_traits() {
+                send::<ProfilerGuard<'static>>();
+                sync::<ProfilerGuard<'static>>();
+                send::<ProfilerGuardBuilder>();
+                sync::<ProfilerGuardBuilder>();
+                send::<UnresolvedReport>();
+                sync::<UnresolvedReport>();
+            }
         }
     };
 }
@@ -157,7 +249,11 @@ macro_rules! checks {
 checks!(pprof_rs_0_15, pprof_rs);
 checks!(perf_pprof, pprof);
 
-/// With the features pprof-rs's examples use: what they call, against this crate.
+/// With the features pprof-rs's examples use: what they call, against this crate (pprof-rs is a
+/// dev-dependency with its default features only).
+// item: method Report::flamegraph
+// item: method Report::flamegraph_with_options
+// item: reexport flamegraph = inferno::flamegraph
 #[allow(deprecated)]
 fn features(r: &pprof::Report) -> pprof::Result<()> {
     use pprof::protos::Message;
@@ -170,9 +266,50 @@ fn features(r: &pprof::Report) -> pprof::Result<()> {
     Ok(())
 }
 
+fn names(key: &str, line: &str) -> bool {
+    match key.strip_prefix('~') {
+        Some(part) => line.contains(part),
+        None => key == line,
+    }
+}
+
 #[test]
-fn differences_are_listed_with_reasons() {
-    for (item, why) in DIFFERENCES {
-        assert!(!item.is_empty() && why.len() > 10, "{item}");
+fn every_listed_item_is_checked_or_a_difference() {
+    let list: Vec<&str> = include_str!("api/items.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    let checked: Vec<&str> = include_str!("api.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("// item: "))
+        .collect();
+    let mut missing = Vec::new();
+    for line in &list {
+        // A negative auto impl (`!Sync`) promises nothing code can rely on.
+        let ok = line.starts_with("auto !")
+            || checked.contains(line)
+            || DIFFERENCES
+                .iter()
+                .chain(ELSEWHERE)
+                .any(|(k, _)| names(k, line));
+        if !ok {
+            missing.push(*line);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "pprof-rs items neither checked (`// item: LINE`) nor listed as a difference: {missing:#?}"
+    );
+    let stale: Vec<&&str> = checked.iter().filter(|c| !list.contains(c)).collect();
+    assert!(
+        stale.is_empty(),
+        "`// item:` naming no item of pprof-rs: {stale:?}"
+    );
+    for (key, why) in DIFFERENCES.iter().chain(ELSEWHERE) {
+        assert!(why.len() > 10, "{key}: no reason");
+        assert!(
+            list.iter().any(|l| names(key, l)),
+            "{key} names no item of pprof-rs: remove or fix it"
+        );
     }
 }

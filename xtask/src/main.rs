@@ -19,6 +19,8 @@
 //! cargo xtask dropin [--check] [--audit] [--fetch]
 //!                                            list perf-event-open 0.5.1's public API (rustdoc JSON, nightly)
 //!                                            and regenerate the compile test that names it in perf_event
+//! cargo xtask pprof-api [--check] [--fetch]  list pprof-rs 0.15's public items (rustdoc JSON, nightly) into
+//!                                            perf-pprof/tests/api/items.txt, which tests/api.rs checks
 //! ```
 //!
 //! bindgen (and so libclang) is a dependency of this crate only: users of perf-sys never need it.
@@ -30,6 +32,7 @@ mod headers;
 mod kernel_matrix;
 mod parse_ab;
 mod pmu_events;
+mod pprof_api;
 mod pprof_proto;
 
 use std::path::PathBuf;
@@ -40,7 +43,7 @@ pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie", "sid"];
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask pprof-proto [--check]\n  cargo xtask dropin [--check] [--audit] [--fetch]",
+        "usage:\n  cargo xtask fetch-headers SUITE   (one of {})\n  cargo xtask bindgen --headers DIR\n  cargo xtask bindgen --check [--fetch]\n  cargo xtask kernel-matrix [--arch x86_64|aarch64|all] [--mode exact|suite|all] [--kernels 5.10,6.1,6.12,7.2] [--timeout SECS] [--smp CPUS] [--jobs N] [--test NAME]... [--refresh]\n  cargo xtask pmu-events [--source DIR] [--check]\n  cargo xtask arm64-perf-fixture [--kernel 6.12] [--timeout SECS] [--refresh]\n  cargo xtask parse-ab [--base REV] [--rounds N] [--runs K] [--input FILE]\n  cargo xtask pprof-proto [--check]\n  cargo xtask dropin [--check] [--audit] [--fetch]\n  cargo xtask pprof-api [--check] [--fetch]",
         SUITES.join(", ")
     );
     ExitCode::from(2)
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Some("dropin") => dropin::main(&args[1..]),
         Some("parse-ab") => parse_ab::main(&args[1..]),
         Some("pprof-proto") => pprof_proto::main(&args[1..]),
+        Some("pprof-api") => pprof_api::main(&args[1..]),
         Some("arm64-perf-fixture") => kernel_matrix::perf_fixture::main(&args[1..]),
         Some("kernel-matrix") => match kernel_matrix::parse_args(&args[1..]) {
             Ok(opts) => kernel_matrix::main(&opts),
