@@ -7,11 +7,18 @@
 //! by file and file offset, so that every process mapping a file (each `cc1` of a build) shares
 //! one resolution. The frames of one file not cached yet are resolved in one batch.
 //!
-//! blazesym lets go of a file (its mapping, parsed symbols and DWARF, a separate debug file's
-//! decompressed sections) after its batch: the memory peak is that of the largest file, not of all
-//! files together. A continuous capture ([`Symbols::end_interval`]) also forgets the frames and
-//! file offsets that no stack named in the last [`KEEP_INTERVALS`] intervals, so the cache follows
-//! what runs rather than all that ever ran.
+//! [`Mode::Local`] keeps two things across the intervals of a continuous capture, both bounded
+//! and charged to the capture's [`Budget`] (`Options::memory_budget`), least recently used out
+//! first and counted ([`Symbols::kept_files`], [`Symbols::kept_lines`]): each file's blazesym
+//! symbolizer (its sorted symbols, its index of compilation units, the units parsed so far), by
+//! file identity (device, inode, size, modification time) and build id, within
+//! [`KEPT_FILES_BYTES`] of measured resident memory, so that a later interval's new frames in a
+//! file cost the compilation units that hold them and not the whole file again; and the lines of
+//! every file offset resolved, within [`LINES_BYTES`], so that an address seen before is not
+//! symbolized again. A continuous capture ([`Symbols::end_interval`]) forgets the frames
+//! (by mapping) that no stack named in the last [`KEEP_INTERVALS`] intervals, and with
+//! [`Mode::Functions`] the file offsets too, so the cache follows what runs rather than all that
+//! ever ran.
 //!
 //! [`Mode::Functions`] names frames from the ELF symbol tables only, as perf does by default, read
 //! here without blazesym: each file's functions are read once into a compact table (start, end,
@@ -28,6 +35,9 @@
 //! [`Mode::None`] resolves nothing: profiles then carry addresses, mappings and build ids for a
 //! backend that symbolizes (Parca, Pyroscope); an address in no mapping, which no backend can
 //! name, is [`UNKNOWN`] there too.
+
+#[cfg(feature = "symbolize")]
+mod kept;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -92,9 +102,32 @@ pub const FUNCTION_TABLES_BYTES: usize = 16 << 20;
 /// wait for a load still running), and its frames.
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
-/// Intervals (cuts of a continuous capture) a resolved frame, file offset or file stays cached
-/// after the one whose stacks last named it.
+/// Intervals (cuts of a continuous capture) a resolved frame stays cached after the one whose
+/// stacks last named it; with [`Mode::Functions`] a file offset and its file's table too
+/// ([`Mode::Local`] keeps file offsets within [`LINES_BYTES`] instead).
 pub const KEEP_INTERVALS: u64 = 6;
+
+/// The bytes of resolved lines [`Mode::Local`] keeps by file and file offset across intervals
+/// (and within the capture's budget): an address seen before is not symbolized again while its
+/// lines are kept, however long ago it was seen; beyond it those used least recently go first.
+pub const LINES_BYTES: usize = 8 << 20;
+
+/// The bytes of blazesym state (measured as resident memory) that kept files share by default.
+pub const KEPT_FILES_BYTES: usize = 64 << 20;
+
+/// How long one batch may run before the symbolizers' thread counts as stuck (a file on a hung
+/// file system): the next batch then starts a new thread.
+pub const STUCK_AFTER: Duration = Duration::from_secs(10);
+
+/// Files kept at most (each holds an open descriptor).
+pub const MAX_KEPT_FILES: usize = 128;
+
+/// A file costing more than this share of [`KEPT_FILES_BYTES`] (a quarter) is not kept (counted as
+/// evicted): kept, it would push out the many small files every process maps, which then thrash.
+pub const LARGE_FILE_SHARE: usize = 4;
+
+/// The least a kept file is counted at: its descriptor, symbolizer and what blazesym keeps of it.
+pub const MIN_FILE_BYTES: usize = 64 << 10;
 
 /// The name of a frame whose address is in no mapping, as perf calls it.
 pub const UNKNOWN: &str = "[unknown]";
@@ -121,6 +154,15 @@ pub struct Symbols {
     budget: Budget,
     /// Who reads the files, and how long the caller waits for it; `None`: the caller reads.
     loader: Option<(Loader, Duration)>,
+    /// [`Mode::Local`]: the files' symbolizers kept across intervals.
+    #[cfg(feature = "symbolize")]
+    kept: kept::Kept,
+    /// [`Mode::Local`]: the bound of the lines kept by file offset, what they cost at the last
+    /// cut, its charge to the budget, and how many were let go since the start.
+    lines_bytes: usize,
+    lines_used: usize,
+    lines_charge: Option<Charge>,
+    lines_evicted: u64,
 }
 
 /// A file: its path and build id.
@@ -140,6 +182,23 @@ struct FileLines {
     offsets: HashMap<u64, Cached>,
     /// It was rebuilt since it was mapped: its frames get no symbol (only where they are).
     changed: bool,
+}
+
+/// What [`Mode::Local`] keeps of the files it read ([`Symbols::kept_files`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeptFiles {
+    /// Bytes counted for the files kept now (the resident memory their batches grew the process
+    /// by).
+    pub bytes: usize,
+    /// Files kept now.
+    pub files: usize,
+    /// Files read (parsed afresh) since the start.
+    pub read: u64,
+    /// Batches answered by a file kept from an earlier batch.
+    pub reused: u64,
+    /// Files let go since the start: least recently used out to make room, or too large to keep.
+    pub evicted: u64,
 }
 
 impl std::fmt::Debug for Symbols {
@@ -168,6 +227,12 @@ impl Symbols {
             tables: ByteLru::new(FUNCTION_TABLES_BYTES),
             budget: Budget::default(),
             loader: None,
+            #[cfg(feature = "symbolize")]
+            kept: kept::Kept::new(),
+            lines_bytes: LINES_BYTES,
+            lines_used: 0,
+            lines_charge: None,
+            lines_evicted: 0,
         }
     }
 
@@ -183,7 +248,38 @@ impl Symbols {
     /// caches): a table that does not fit, once this cache's least recently used ones are out,
     /// names its batch and is not kept.
     pub fn set_budget(&mut self, budget: Budget) {
+        #[cfg(feature = "symbolize")]
+        self.kept.set_budget(budget.clone());
         self.budget = budget;
+    }
+
+    /// Sets the bytes that [`Mode::Local`]'s kept files share (default [`KEPT_FILES_BYTES`],
+    /// counted as the resident memory their batches grew the process by); beyond it the files
+    /// used least recently are let go (read again when their frames need it). 0 keeps none: each
+    /// batch reads its file afresh.
+    pub fn set_kept_files_bytes(&mut self, bytes: usize) {
+        #[cfg(feature = "symbolize")]
+        self.kept.set_bytes(bytes);
+        #[cfg(not(feature = "symbolize"))]
+        let _ = bytes;
+    }
+
+    /// [`Mode::Local`]'s kept files now and since the start: see [`KeptFiles`].
+    pub fn kept_files(&self) -> KeptFiles {
+        #[cfg(feature = "symbolize")]
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let s = self.kept.stats();
+            KeptFiles {
+                bytes: s.bytes.load(Relaxed),
+                files: s.files.load(Relaxed),
+                read: s.read.load(Relaxed),
+                reused: s.reused.load(Relaxed),
+                evicted: s.evicted.load(Relaxed),
+            }
+        }
+        #[cfg(not(feature = "symbolize"))]
+        KeptFiles::default()
     }
 
     /// Sets the bytes of function tables [`Mode::Functions`] keeps (default
@@ -227,9 +323,17 @@ impl Symbols {
         let recent = |c: &Cached| c.used >= oldest;
         self.resolved.retain(|_, c| recent(c));
         shrink(&mut self.resolved);
+        if self.mode == Mode::Local {
+            self.bound_lines();
+        } else {
+            for versions in self.files.values_mut() {
+                for file in versions.iter_mut() {
+                    file.offsets.retain(|_, c| recent(c));
+                }
+            }
+        }
         for versions in self.files.values_mut() {
             for file in versions.iter_mut() {
-                file.offsets.retain(|_, c| recent(c));
                 shrink(&mut file.offsets);
             }
             versions.retain(|f| !f.offsets.is_empty());
@@ -251,6 +355,50 @@ impl Symbols {
             .map(|(path, _)| path.to_string())
             .collect();
         self.interval += 1;
+    }
+
+    /// [`Mode::Local`]: keeps the file offsets' lines within [`LINES_BYTES`] and the budget,
+    /// letting those used least recently go (counted).
+    fn bound_lines(&mut self) {
+        self.lines_charge = None;
+        let room = self.lines_bytes.min(self.budget.available());
+        let mut all: Vec<(u64, usize, Arc<str>, usize, u64)> = Vec::new();
+        let mut total = 0;
+        for (path, versions) in &self.files {
+            for (v, file) in versions.iter().enumerate() {
+                for (&offset, c) in &file.offsets {
+                    let bytes = cached_bytes(&c.lines);
+                    total += bytes;
+                    all.push((c.used, bytes, path.clone(), v, offset));
+                }
+            }
+        }
+        if total > room {
+            all.sort_unstable_by_key(|e| e.0);
+            for (_, bytes, path, v, offset) in all {
+                if total <= room {
+                    break;
+                }
+                if let Some(file) = self.files.get_mut(&path).and_then(|f| f.get_mut(v)) {
+                    file.offsets.remove(&offset);
+                    total -= bytes;
+                    self.lines_evicted += 1;
+                }
+            }
+        }
+        self.lines_charge = self.budget.charge(total);
+        self.lines_used = total;
+    }
+
+    /// [`Mode::Local`]'s lines of file offsets kept across intervals: their bytes (as counted
+    /// against [`LINES_BYTES`]), and how many were let go since the start to stay within it.
+    pub fn kept_lines(&self) -> (usize, u64) {
+        (self.lines_used, self.lines_evicted)
+    }
+
+    /// Sets the bytes of lines [`Mode::Local`] keeps by file offset (default [`LINES_BYTES`]).
+    pub fn set_lines_bytes(&mut self, bytes: usize) {
+        self.lines_bytes = bytes;
     }
 
     /// The functions of `frame`, innermost first; empty when unresolved or not yet resolved.
@@ -375,12 +523,7 @@ impl Symbols {
                 self.functions_of(&path, pid, build_id, &offsets)
             } else {
                 let load = untrusted::key(("local", &path, build_id, &offsets));
-                let (p, id, offs) = (
-                    path.to_string(),
-                    build_id.map(<[u8]>::to_vec),
-                    offsets.clone(),
-                );
-                self.run(load, move || resolve_file(&p, pid, id.as_deref(), &offs))
+                self.local(load, &path, pid, build_id, &offsets)
             };
             // Still loading: the frames stay unresolved now and are asked for again next time.
             let Some((lines, changed)) = done else {
@@ -499,6 +642,35 @@ impl Symbols {
         Some((lines, false))
     }
 
+    /// [`Mode::Local`]: the lines at `offsets` of the file at `path` with `build_id` (from the
+    /// file's symbolizer kept from an earlier batch, or one made now), and whether the file was
+    /// rebuilt since it was mapped; `None`: not done yet.
+    #[cfg(feature = "symbolize")]
+    fn local(
+        &mut self,
+        load: u64,
+        path: &str,
+        pid: Option<u32>,
+        build_id: Option<&[u8]>,
+        offsets: &[u64],
+    ) -> Option<(Vec<Vec<Line>>, bool)> {
+        let job = self.kept.job(path, pid, build_id, offsets);
+        self.run(load, job).flatten()
+    }
+
+    /// Without blazesym, user frames stay unresolved.
+    #[cfg(not(feature = "symbolize"))]
+    fn local(
+        &mut self,
+        _load: u64,
+        _path: &str,
+        _pid: Option<u32>,
+        _build_id: Option<&[u8]>,
+        offsets: &[u64],
+    ) -> Option<(Vec<Vec<Line>>, bool)> {
+        Some((vec![Vec::new(); offsets.len()], false))
+    }
+
     /// `job` (which reads other processes' files) on the loader, waited for as long as
     /// [`set_loader`](Self::set_loader) said; without a loader, here and now. `None`: not done yet.
     fn run<T: Send + 'static>(
@@ -524,6 +696,8 @@ struct ByteLru<K, V> {
     /// Counts uses: an entry's last use orders eviction.
     clock: u64,
     entries: HashMap<K, (V, usize, u64)>,
+    /// Entries let go to make room, since the start (the owner may count more).
+    evicted: u64,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
@@ -533,6 +707,7 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
             used: 0,
             clock: 0,
             entries: HashMap::new(),
+            evicted: 0,
         }
     }
 
@@ -610,6 +785,7 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
         };
         if let Some((_, cost, _)) = self.entries.remove(&oldest) {
             self.used -= cost;
+            self.evicted += 1;
         }
         true
     }
@@ -627,6 +803,7 @@ impl<K: std::hash::Hash + Eq + Clone, V> ByteLru<K, V> {
             };
             if let Some((_, cost, _)) = self.entries.remove(&oldest) {
                 self.used -= cost;
+                self.evicted += 1;
             }
         }
         shrink(&mut self.entries);
@@ -966,65 +1143,6 @@ fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
-/// The functions at `offsets` of the file at `path` (as `pid` names it) with `build_id`, one batch
-/// for the file, and whether the file was rebuilt since (its build id differs: then nothing is
-/// resolved).
-///
-/// blazesym never gets a path to open: the file is opened here, through the door, and handed to
-/// it as `/proc/self/fd/N`, the open file itself. Its DWARF is read only when the file names no
-/// other file (no `.gnu_debuglink`, `.gnu_debugaltlink` or `.debug_sup`): blazesym would open
-/// what those name, in the file's directory among others, with a plain open. Such a file is named
-/// from its ELF symbols only (no file:line).
-#[cfg(feature = "symbolize")]
-fn resolve_file(
-    path: &str,
-    pid: Option<u32>,
-    build_id: Option<&[u8]>,
-    offsets: &[u64],
-) -> (Vec<Vec<Line>>, bool) {
-    use std::os::fd::AsRawFd;
-
-    use blazesym::symbolize::source::{Elf, Source};
-    use blazesym::symbolize::Input;
-
-    let none = || vec![Vec::new(); offsets.len()];
-    let Ok(file) = untrusted::open(path, pid) else {
-        return (none(), false);
-    };
-    if let Some(id) = build_id {
-        let now = crate::maps::build_id::of_file(file.file());
-        if now.as_deref().is_some_and(|now| now != id) {
-            return (none(), true);
-        }
-    }
-    let mut elf = Elf::new(format!("/proc/self/fd/{}", file.file().as_raw_fd()));
-    elf.debug_syms = !names_other_files(file.file());
-    let src = Source::Elf(elf);
-    // New offsets are few after the first snapshot: reading the file again then costs less
-    // memory than keeping every file's symbols and DWARF for the whole capture. Measured on a
-    // system-wide continuous capture here, side by side: keeping the files sampled again and
-    // again open within 32 MiB of measured RSS growth saved a tenth of the CPU and cost 28 to 53
-    // MiB; keeping the two files resolved in consecutive intervals (libc and its debug file among
-    // them) saved nothing measurable and cost 15 to 40 MiB. A symbolizer per file.
-    let mut lines: Vec<Vec<Line>> =
-        match new_symbolizer().symbolize(&src, Input::FileOffset(offsets)) {
-            Ok(syms) => syms.into_iter().map(lines_of).collect(),
-            Err(_) => none(),
-        };
-    // blazesym knows no PLT: it names a stub after the symbol before it (`_init`), or nothing.
-    for (offset, name) in plt_names(file.file(), offsets) {
-        if let Some(l) = lines.get_mut(offset) {
-            *l = vec![Line {
-                function: name,
-                file: None,
-                line: None,
-            }];
-        }
-    }
-    drop(file);
-    (lines, false)
-}
-
 /// For those of `offsets` (file offsets) in a PLT entry of the ELF file `file`: their index and
 /// the entry's name, `name@plt` as perf gives it.
 #[cfg(feature = "symbolize")]
@@ -1096,15 +1214,18 @@ fn names_other_files(file: &std::fs::File) -> bool {
     })
 }
 
-/// Without blazesym, user frames stay unresolved.
-#[cfg(not(feature = "symbolize"))]
-fn resolve_file(
-    _path: &str,
-    _pid: Option<u32>,
-    _build_id: Option<&[u8]>,
-    offsets: &[u64],
-) -> (Vec<Vec<Line>>, bool) {
-    (vec![Vec::new(); offsets.len()], false)
+/// What one file offset's lines cost kept: the map's entry, the shared list, its strings.
+fn cached_bytes(lines: &[Line]) -> usize {
+    let entry = std::mem::size_of::<(u64, Cached)>() + 16;
+    entry
+        + lines
+            .iter()
+            .map(|l| {
+                std::mem::size_of::<Line>()
+                    + l.function.capacity()
+                    + l.file.as_ref().map_or(0, String::capacity)
+            })
+            .sum::<usize>()
 }
 
 /// Gives a map's memory back once most of it is unused (a burst of frames that is over).
@@ -1124,11 +1245,20 @@ fn located(path: &str, offset: u64) -> String {
 }
 
 /// A symbolizer with empty caches: names, file:line and inlined functions, demangled.
+///
+/// blazesym never gets a path to open: the file is opened through the door and handed to it as
+/// `/proc/self/fd/N`, the open file itself, which its symbolizer keeps open (see `kept`). Its
+/// DWARF is read only when the file names no other file (no `.gnu_debuglink`,
+/// `.gnu_debugaltlink` or `.debug_sup`): blazesym would open what those name, in the file's
+/// directory among others, with a plain open. Such a file is named from its ELF symbols only (no
+/// file:line). No debug directory either, for the same reason.
 #[cfg(feature = "symbolize")]
 fn new_symbolizer() -> blazesym::symbolize::Symbolizer {
     blazesym::symbolize::Symbolizer::builder()
-        // No directory to look for debug files in: see `resolve_file`.
         .set_debug_dirs(Some(Vec::<std::path::PathBuf>::new()))
+        // The path is a descriptor held open with the symbolizer: the same file for its whole
+        // life, so there is nothing to check again at each batch.
+        .enable_auto_reload(false)
         .enable_code_info(true)
         .enable_inlined_fns(true)
         .enable_demangling(true)
@@ -1314,10 +1444,189 @@ mod tests {
         symbols.resolve(&frames[1..], &maps, &kernel);
         assert!(Arc::ptr_eq(&first, &symbols.shared_lines(&frames[1])));
         assert_eq!(symbols.files.len(), 1);
+        // Local mode keeps the file offsets' lines within their bytes, however long unused.
         for _ in 0..=KEEP_INTERVALS {
             symbols.end_interval();
         }
+        assert_eq!(symbols.files.len(), 1);
+        assert_eq!(symbols.kept_lines().1, 0);
+        assert!(symbols.kept_lines().0 > 0);
+        symbols.set_lines_bytes(0);
+        symbols.end_interval();
         assert!(symbols.files.is_empty());
+        assert_eq!(symbols.kept_lines(), (0, 1));
+    }
+
+    /// A copy of this test binary at a path of its own, and frames at `addrs` (functions of this
+    /// binary) in a process that maps it.
+    #[cfg(feature = "symbolize")]
+    fn copy_of_this_binary(
+        name: &str,
+        addrs: &[u64],
+    ) -> (std::path::PathBuf, AddressSpaces, Vec<Frame>) {
+        let mut own = AddressSpaces::new();
+        own.seed(1, &std::fs::read_to_string("/proc/self/maps").unwrap());
+        let m = own.mapping(own.find(1, addrs[0]).unwrap()).unwrap().clone();
+        let dir = std::env::temp_dir().join(format!("pp-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("bin");
+        std::fs::copy(&*m.path, &copy).unwrap();
+        let mut maps = AddressSpaces::new();
+        maps.mmap(
+            2,
+            m.start,
+            m.end - m.start,
+            m.file_offset,
+            copy.to_str().unwrap(),
+            None,
+        );
+        let frames = addrs
+            .iter()
+            .map(|&addr| Frame::User {
+                mapping: maps.find(2, addr).unwrap(),
+                addr,
+            })
+            .collect();
+        (dir, maps, frames)
+    }
+
+    /// Local mode reads a file once while it is kept: a later interval's new frame in it is named
+    /// by the symbolizer kept from the first batch (not a second read), also after the first
+    /// frames were forgotten; a file replaced under the same path (another inode) is read again;
+    /// with no room for files each batch reads its file and the file goes (counted).
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn local_mode_keeps_a_files_symbolizer_across_intervals_and_reads_a_replaced_file_again() {
+        let here =
+            local_mode_keeps_a_files_symbolizer_across_intervals_and_reads_a_replaced_file_again
+                as fn() as usize as u64;
+        let other = demangle as fn(&str) -> String as usize as u64;
+        let third = located as fn(&str, u64) -> String as usize as u64;
+        let (dir, maps, frames) = copy_of_this_binary("kept", &[here, other, third]);
+        let kernel = KernelSymbols::default();
+        let mut symbols = Symbols::new(Mode::Local);
+        // A file's cost is the process's RSS growth while its batch runs: tests running beside
+        // it add theirs, so room enough for that.
+        symbols.set_budget(Budget::new(4 << 30));
+        symbols.set_kept_files_bytes(2 << 30);
+        let named = |s: &Symbols, f: &Frame, name: &str| {
+            s.lines(f)
+                .iter()
+                .any(|l| l.function.ends_with(name) && l.line.is_some())
+        };
+        symbols.resolve(&frames[..1], &maps, &kernel);
+        assert!(
+            named(&symbols, &frames[0], "reads_a_replaced_file_again"),
+            "{:?}",
+            symbols.lines(&frames[0])
+        );
+        let first = symbols.kept_files();
+        assert_eq!(
+            (first.read, first.reused, first.files),
+            (1, 0, 1),
+            "{first:?}"
+        );
+        assert!(first.bytes >= MIN_FILE_BYTES, "{first:?}");
+        for _ in 0..=KEEP_INTERVALS {
+            symbols.end_interval();
+        }
+        symbols.resolve(&frames[1..2], &maps, &kernel);
+        assert!(
+            named(&symbols, &frames[1], "demangle"),
+            "{:?}",
+            symbols.lines(&frames[1])
+        );
+        let again = symbols.kept_files();
+        assert_eq!(
+            (again.read, again.reused, again.files),
+            (1, 1, 1),
+            "{again:?}"
+        );
+        // Replaced (a new inode under the path): read again; the old one is let go in time.
+        let path = dir.join("bin");
+        std::fs::copy(&path, dir.join("new")).unwrap();
+        std::fs::rename(dir.join("new"), &path).unwrap();
+        symbols.resolve(&frames[2..], &maps, &kernel);
+        assert!(
+            named(&symbols, &frames[2], "located"),
+            "{:?}",
+            symbols.lines(&frames[2])
+        );
+        let replaced = symbols.kept_files();
+        assert_eq!((replaced.read, replaced.reused), (2, 1), "{replaced:?}");
+        // No room for files: each batch reads its file, which goes after it.
+        let mut none = Symbols::new(Mode::Local);
+        none.set_kept_files_bytes(0);
+        none.resolve(&frames[..1], &maps, &kernel);
+        none.resolve(&frames[1..2], &maps, &kernel);
+        assert!(named(&none, &frames[1], "demangle"));
+        let k = none.kept_files();
+        assert_eq!(
+            (k.read, k.reused, k.files, k.bytes, k.evicted),
+            (2, 0, 0, 0, 2),
+            "{k:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Local mode's symbolizers live on one thread: a batch stuck on a file (a hung file system)
+    /// must not hold up another file's for longer than STUCK_AFTER, nor a snapshot for longer
+    /// than its wait.
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn a_stuck_file_in_local_mode_does_not_hold_up_other_files() {
+        let maps_text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mut own = AddressSpaces::new();
+        own.seed(1, &maps_text);
+        // Two copies of the C library (small, quick to symbolize): one held as stuck.
+        let Some(libc) = maps_text
+            .lines()
+            .filter(|l| l.contains("libc.so") && l.contains("r-xp"))
+            .find_map(|l| Some(u64::from_str_radix(l.split('-').next()?, 16).ok()? + 0x100))
+        else {
+            println!("skipped: no C library mapped");
+            return;
+        };
+        let m = own.mapping(own.find(1, libc).unwrap()).unwrap().clone();
+        let dir = std::env::temp_dir().join(format!("pp-stuck-local-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut maps = AddressSpaces::new();
+        let mut frames = Vec::new();
+        for (pid, name) in [(2, "stuck"), (3, "free")] {
+            let copy = dir.join(name);
+            std::fs::copy(&*m.path, &copy).unwrap();
+            let path = copy.to_str().unwrap();
+            maps.mmap(pid, m.start, m.end - m.start, m.file_offset, path, None);
+            frames.push(Frame::User {
+                mapping: maps.find(pid, libc).unwrap(),
+                addr: libc,
+            });
+        }
+        let stuck_path = dir.join("stuck");
+        let stuck_path = stuck_path.to_str().unwrap();
+        crate::untrusted::stall::hold(stuck_path);
+        let kernel = KernelSymbols::default();
+        let mut symbols = Symbols::new(Mode::Local);
+        symbols.set_loader(crate::untrusted::Loader::new(), Duration::from_millis(50));
+        symbols.kept.set_stuck_after(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        symbols.resolve(&frames[..1], &maps, &kernel);
+        assert!(symbols.lines(&frames[0]).is_empty());
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let mut named = false;
+        for _ in 0..200 {
+            symbols.resolve(&frames[1..], &maps, &kernel);
+            named = !symbols.lines(&frames[1]).is_empty();
+            if named {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let took = started.elapsed();
+        crate::untrusted::stall::release(stuck_path);
+        assert!(named, "{:?}", symbols.lines(&frames[1]));
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -63,16 +63,20 @@
 //!
 //! | what | bound |
 //! |---|---|
-//! | all JIT maps, unwind tables and function tables kept | [`DEFAULT_MEMORY_BUDGET`] (`Options::memory_budget`) |
+//! | all JIT maps, unwind tables, function tables, kept symbolizers and lines kept | [`DEFAULT_MEMORY_BUDGET`] (`Options::memory_budget`) |
 //! | one JIT map read | 256 MiB, and what the budget has left |
 //! | one file's unwind sections | 256 MiB each, and what the budget has left (charged before read) |
 //! | function tables ([`crate::symbolize::Mode::Functions`]) | [`FUNCTION_TABLES_BYTES`](crate::symbolize::FUNCTION_TABLES_BYTES), and the budget |
+//! | kept symbolizers and lines ([`crate::symbolize::Mode::Local`]) | [`KEPT_FILES_BYTES`](crate::symbolize::KEPT_FILES_BYTES) + [`LINES_BYTES`](crate::symbolize::LINES_BYTES), and the budget |
 //! | `/proc/kallsyms` | 128 MiB read |
 //! | ELF header tables, section names | 1 MiB each |
 //! | files remembered as failed | 4096 per cache |
 //!
-//! blazesym's memory while it symbolizes one file ([`crate::symbolize::Mode::Local`]) is outside
-//! the budget: it maps the file, parses its symbols and DWARF, and lets go after the file's batch.
+//! [`crate::symbolize::Mode::Local`] keeps each file's blazesym symbolizer within
+//! [`KEPT_FILES_BYTES`](crate::symbolize::KEPT_FILES_BYTES), counted as the resident memory the
+//! file's batches grew the process by, and the lines resolved within
+//! [`LINES_BYTES`](crate::symbolize::LINES_BYTES), both charged to the budget; a file too large
+//! to keep is let go after its batch (its memory then is outside the budget while the batch runs).
 
 use std::any::Any;
 use std::collections::{HashSet, VecDeque};
