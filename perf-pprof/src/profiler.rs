@@ -9,6 +9,9 @@ use perf_profile::{CallGraph, Options, Profile, Profiler, Target};
 use crate::error::{Error, Result};
 use crate::report::{ReportBuilder, ReportTiming};
 
+/// The collector thread's name; reports leave its samples out.
+pub(crate) const COLLECTOR_THREAD: &str = "perf-pprof";
+
 /// How often the collector thread drains the rings: often enough that a ring (256 KiB per CPU)
 /// never fills at pprof-rs's frequencies, rarely enough to cost nothing measurable.
 const DRAIN_EVERY: Duration = Duration::from_millis(50);
@@ -99,7 +102,7 @@ impl ProfilerGuardBuilder {
         });
         let collector = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
-            .name("perf-pprof".into())
+            .name(COLLECTOR_THREAD.into())
             .spawn(move || collector.collect())?;
         Ok(ProfilerGuard {
             shared,

@@ -227,6 +227,17 @@ fn thread_of(profile: &Profile, who: Option<IdentityId>) -> (String, u64) {
     }
 }
 
+/// Whether a thread of this name is one the profiler started: its collector (`perf-pprof`),
+/// the thread that names frames (`pprof-symbols`) and perf-profile's file loaders and symbolizer
+/// (`perf-profile-*`, 15 bytes as the kernel keeps a name). Their samples are the profiler's
+/// cost, not the program's, and would grow with the DWARF a report reads; pprof-rs has no threads
+/// of its own.
+fn is_profilers_own(thread_name: &str) -> bool {
+    thread_name == crate::profiler::COLLECTOR_THREAD
+        || thread_name == crate::symbols::SYMBOLS_THREAD
+        || thread_name.starts_with("perf-profile-")
+}
+
 /// The profile's stacks, leaf first, their user frames only, less those whose leaf is in a
 /// blocklisted library.
 fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
@@ -246,6 +257,10 @@ fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
                 })
                 .collect();
             let leaf = *frames.first()?;
+            let thread = thread_of(profile, who);
+            if is_profilers_own(&thread.0) {
+                return None;
+            }
             if !blocklist.is_empty() {
                 if let Some(Frame::User { mapping, .. }) = stacks.frame(leaf) {
                     let path = profile.mappings().get(mapping.0 as usize)?.path.clone();
@@ -257,7 +272,7 @@ fn stacks(profile: &Profile, blocklist: &[String]) -> Vec<Stack> {
             Some(Stack {
                 frames,
                 count: isize::try_from(counts.samples).unwrap_or(isize::MAX),
-                thread: thread_of(profile, who),
+                thread,
             })
         })
         .collect()

@@ -27,6 +27,9 @@ use perf_profile::aggregate::Frame;
 use perf_profile::symbolize::Line;
 use perf_profile::Profile;
 
+/// The name of the thread that names frames; reports leave its samples out.
+pub(crate) const SYMBOLS_THREAD: &str = "pprof-symbols";
+
 /// The bytes of files (their sizes on disk: the symbols, DWARF and its parsed form scale with
 /// them) whose parsed symbols are kept. Past it, every file is let go of and read again when a
 /// new address in it is sampled; the names already resolved stay. A file larger than this alone
@@ -159,7 +162,7 @@ impl Names {
                 None => {
                     let (tx, rx) = mpsc::channel();
                     let spawned = std::thread::Builder::new()
-                        .name("pprof-symbols".into())
+                        .name(SYMBOLS_THREAD.into())
                         .spawn(move || Reader::run(&rx));
                     if spawned.is_err() {
                         return None;

@@ -10,8 +10,17 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const THREADS: usize = 8;
-const ROUNDS: usize = 3;
-const ROUND: Duration = Duration::from_millis(2500);
+
+/// Rounds and each round's length: 3 of 2.5 s in the test suite; `PERF_PPROF_NO_DEADLOCK=ROUNDSxSECS`
+/// sets them (`.ci/run` runs the 10 rounds of 10 s).
+fn rounds() -> (usize, Duration) {
+    let var = std::env::var("PERF_PPROF_NO_DEADLOCK").unwrap_or_default();
+    match var.split_once('x').map(|(r, s)| (r.parse(), s.parse())) {
+        Some((Ok(r), Ok(s))) => (r, Duration::from_secs_f64(s)),
+        _ if var.is_empty() => (3, Duration::from_millis(2500)),
+        _ => panic!("PERF_PPROF_NO_DEADLOCK={var:?}: want ROUNDSxSECS, e.g. 10x10"),
+    }
+}
 
 #[inline(never)]
 fn allocate_and_backtrace(until: Instant) -> usize {
@@ -25,9 +34,33 @@ fn allocate_and_backtrace(until: Instant) -> usize {
     n
 }
 
+/// Starts the round's threads, each allocating and backtracing for `len`.
+fn start_workers(len: Duration) -> mpsc::Receiver<usize> {
+    let (done, finished) = mpsc::channel();
+    for _ in 0..THREADS {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let n = allocate_and_backtrace(Instant::now() + len);
+            let _ = done.send(n);
+        });
+    }
+    finished
+}
+
+/// Waits for every thread of a round; a deadlocked thread never sends: fail instead of hanging.
+fn wait_workers(finished: &mpsc::Receiver<usize>, len: Duration, who: &str) {
+    for i in 0..THREADS {
+        let n = finished
+            .recv_timeout(len + Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{who}: thread {i} of {THREADS} did not finish"));
+        assert!(n > 0);
+    }
+}
+
 #[test]
 fn sampling_at_999_hz_never_deadlocks_allocating_backtracing_threads() {
-    for round in 0..ROUNDS {
+    let (rounds, round_len) = rounds();
+    for round in 0..rounds {
         let guard = match pprof::ProfilerGuard::new(999) {
             Ok(g) => g,
             Err(e @ pprof::Error::PerfEventParanoid { .. }) => {
@@ -37,27 +70,11 @@ fn sampling_at_999_hz_never_deadlocks_allocating_backtracing_threads() {
             Err(e) => panic!("{e}"),
         };
         let started = Instant::now();
-        let (done, finished) = mpsc::channel();
-        for _ in 0..THREADS {
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let n = allocate_and_backtrace(Instant::now() + ROUND);
-                let _ = done.send(n);
-            });
-        }
-        drop(done);
+        let finished = start_workers(round_len);
         // Reports built while the threads run: the symbolizer allocates too.
         let mid = guard.report().build().unwrap();
         black_box(mid.data.len());
-        for i in 0..THREADS {
-            // A deadlocked thread never sends: fail instead of hanging.
-            let n = finished
-                .recv_timeout(ROUND + Duration::from_secs(20))
-                .unwrap_or_else(|_| {
-                    panic!("round {round}: thread {i} of {THREADS} did not finish")
-                });
-            assert!(n > 0);
-        }
+        wait_workers(&finished, round_len, &format!("round {round}"));
         let report = guard.report().build().unwrap();
         let total: isize = report.data.values().sum();
         let hot: isize = report
@@ -86,25 +103,12 @@ fn sampling_at_999_hz_never_deadlocks_allocating_backtracing_threads() {
 #[test]
 #[ignore]
 fn pprof_rs_under_the_same_workload() {
-    for round in 0..ROUNDS {
+    let (rounds, round_len) = rounds();
+    for round in 0..rounds {
         let guard = pprof_rs::ProfilerGuard::new(999).unwrap();
         let started = Instant::now();
-        let (done, finished) = mpsc::channel();
-        for _ in 0..THREADS {
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let n = allocate_and_backtrace(Instant::now() + ROUND);
-                let _ = done.send(n);
-            });
-        }
-        drop(done);
-        for i in 0..THREADS {
-            finished
-                .recv_timeout(ROUND + Duration::from_secs(20))
-                .unwrap_or_else(|_| {
-                    panic!("pprof-rs, round {round}: thread {i} of {THREADS} did not finish")
-                });
-        }
+        let finished = start_workers(round_len);
+        wait_workers(&finished, round_len, &format!("pprof-rs, round {round}"));
         let report = guard.report().build().unwrap();
         println!(
             "pprof-rs round {round}: {:.1} s, {} samples",
