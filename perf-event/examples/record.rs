@@ -29,7 +29,7 @@
 //!   kernel's MMAP (`[kernel.kallsyms]_text`) when kernel samples are recorded. Build ids the
 //!   kernel put in MMAP2 records (Linux 5.12+), and the kernel's, go to the `BUILD_ID` feature.
 //! - **Stopping.** Ctrl-C (SIGINT), SIGTERM (systemd's and docker's stop) and SIGHUP end the
-//!   recording within a second with a complete file: a command still running is sent the same
+//!   recording promptly (well under a second on an idle machine) with a complete file: a command still running is sent the same
 //!   signal (as perf does), given a moment to exit, and killed after the file is written. A second
 //!   signal ends the process at once.
 //! - **The output** is created new (`O_CREAT|O_EXCL|O_NOFOLLOW`) once an old one is moved aside

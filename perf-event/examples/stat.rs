@@ -22,7 +22,7 @@
 //! `cpu_atom`); like perf, its rows are summed back into one `cycles` row (counts and times), and
 //! `--no-merge` prints one row per PMU (`cpu_core/cycles/`, `cpu_atom/cycles/`).
 //!
-//! Ctrl-C (SIGINT), SIGTERM and SIGHUP end the counting within a second and the counts are
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP end the counting promptly (well under a second on an idle machine) and the counts are
 //! printed: a command still running is sent the same signal, and killed if it has not exited a
 //! moment later. A second signal ends the process at once. `-o FILE` is created new
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`, after removing an old file of that name), so a link planted in a

@@ -225,7 +225,7 @@ fn signalled(
 }
 
 #[test]
-fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_written() {
+fn sigterm_sighup_and_sigint_end_a_capture_promptly_with_every_output_written() {
     require_sampling!();
     require_cc!();
     let dir = scratch("signals");
@@ -254,8 +254,10 @@ fn sigterm_sighup_and_sigint_end_a_capture_within_a_second_with_every_output_wri
         );
         println!("SIG{signal}: exit {status} {took:.2} s after the signal\n{err}");
         assert!(status.success(), "SIG{signal}: {status}\n{err}");
+        // Well under a second on an idle machine (printed above); the bound allows a loaded one
+        // and still tells an ending by the signal from waiting for the command (60 s).
         assert!(
-            took < 1.0,
+            took < tests::PROMPT_SECS,
             "SIG{signal}: {took:.2} s to end the capture\n{err}"
         );
         let stacks = folded_file(&folded);

@@ -1090,7 +1090,7 @@ fn signal_once_running(
 }
 
 /// SIGTERM (systemd's and docker's stop), SIGHUP and SIGINT sent to `record` alone end the
-/// recording within a second with a complete file: `perf report` and `perf script` read it and
+/// recording promptly with a complete file: `perf report` and `perf script` read it and
 /// count the samples the summary says, for a command and for `-p`.
 #[test]
 fn sigterm_sighup_and_sigint_end_the_recording_with_a_file_perf_reads() {
@@ -1146,8 +1146,9 @@ fn sigterm_sighup_and_sigint_end_the_recording_with_a_file_perf_reads() {
         }
         let err = std::fs::read_to_string(&log).unwrap();
         println!("{name}: SIG{signal}: {status} {took:.2} s after the signal\n{err}");
+        // Well under a second on an idle machine (printed above); the bound allows a loaded one.
         assert!(
-            took < 1.0,
+            took < tests::PROMPT_SECS,
             "{name}: SIG{signal}: {took:.2} s to end the recording: {err}"
         );
         let samples = summary_samples(&err);

@@ -803,7 +803,7 @@ fn interval_lines_as_perf_prints_them() {
 }
 
 /// SIGTERM (systemd's and docker's stop), SIGHUP and SIGINT sent to `stat` alone end the counting
-/// within a second and the counts are written (`-o`), for a command, `-p` and `-a --duration`.
+/// promptly and the counts are written (`-o`), for a command, `-p` and `-a --duration`.
 #[test]
 fn sigterm_sighup_and_sigint_end_the_counting_with_the_counts_written() {
     require!(
@@ -872,8 +872,9 @@ fn sigterm_sighup_and_sigint_end_the_counting_with_the_counts_written() {
             "{how} SIG{signal}: {status} {took:.2} s after the signal; {}\n{written}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
+        // Well under a second on an idle machine (printed above); the bound allows a loaded one.
         assert!(
-            took < 1.0,
+            took < tests::PROMPT_SECS,
             "{how} SIG{signal}: {took:.2} s to end the counting"
         );
         assert!(
