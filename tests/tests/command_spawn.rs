@@ -32,11 +32,11 @@ fn counts_the_command_and_its_children_only() {
         )
     })
     .unwrap();
-    // This thread works meanwhile, then spawns a command three times the size: neither counts
+    // This thread works meanwhile, then spawns a command four times the size: neither counts
     // (the counters live on spawn's helper thread, which is gone).
     std::hint::black_box(tests::busy_cpu(Duration::from_millis(200)));
     let other = Command::new("sh")
-        .args(["-c", &format!("{burn}; {burn}; {burn}")])
+        .args(["-c", &[burn; 8].join("; ")])
         .status()
         .unwrap();
     assert!(other.success());
@@ -57,13 +57,15 @@ fn counts_the_command_and_its_children_only() {
     assert!(alone.wait().unwrap().success());
     let quiet = solo.stat().unwrap().count;
     // The same command, with nothing else spawned: the two counts are of the same work; the other
-    // command (1.5 times this one) would show as a gap far above the noise.
+    // command (4 times this one) would make the first count 5 times this one. The same loops' CPU
+    // time varies with what else runs (145 ms against 81 ms seen under two CPU hogs), so the bound
+    // sits between: 3 times.
     println!("the same command alone: {} ms", quiet / 1_000_000);
     // On an emulated CPU (the kernel matrix's TCG guests) the same loops take from one to two times as
     // long from run to run (8.3 s vs 4.6 s seen on 5.10), which hides a 1.5 times larger command: the
     // ratio is checked on real CPUs only.
     assert!(
-        tests::emulated() || (ns as f64) < quiet as f64 * 1.6,
+        tests::emulated() || (ns as f64) < quiet as f64 * 3.0,
         "{ns} ns with another command spawned afterwards vs {quiet} ns alone: it was counted"
     );
 }
