@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 #[inline(never)]
 fn drain_spin(stop: &AtomicBool) -> u64 {
     let mut x = 1u64;
@@ -23,17 +25,8 @@ fn drain_spin(stop: &AtomicBool) -> u64 {
 
 #[test]
 fn a_slow_first_report_loses_no_samples_at_999_hz_and_its_names_stay() {
-    let g = match pprof::ProfilerGuard::new(999) {
-        Ok(g) => g,
-        Err(e @ pprof::Error::PerfEventParanoid { .. }) => {
-            assert!(
-                std::env::var_os("PERF_TEST_STRICT").is_none(),
-                "strict: {e}"
-            );
-            println!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(g) = common::guard(999) else {
+        return;
     };
     let stop = Arc::new(AtomicBool::new(false));
     // One spinning thread per CPU: each CPU's ring fills at up to 999 samples a second.

@@ -5,24 +5,11 @@ use std::hint::black_box;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{guard, samples_in};
+
 /// Guards sample the whole process: one test at a time.
 static ONE: Mutex<()> = Mutex::new(());
-
-/// The guard, or `None` (printing why) where the kernel refuses.
-fn guard(freq: i32) -> Option<pprof::ProfilerGuard<'static>> {
-    match pprof::ProfilerGuard::new(freq) {
-        Ok(g) => Some(g),
-        Err(e @ pprof::Error::PerfEventParanoid { .. }) => {
-            assert!(
-                std::env::var_os("PERF_TEST_STRICT").is_none(),
-                "strict: {e}"
-            );
-            println!("skipped: {e}");
-            None
-        }
-        Err(e) => panic!("{e}"),
-    }
-}
 
 #[inline(never)]
 fn spin_hot_outer(until: Instant) -> u64 {
@@ -51,13 +38,7 @@ fn later_thread_hot(until: Instant) -> u64 {
 
 fn share(report: &pprof::Report, name: &str) -> f64 {
     let total: isize = report.data.values().sum();
-    let hit: isize = report
-        .data
-        .iter()
-        .filter(|(k, _)| k.frames.iter().flatten().any(|s| s.name().contains(name)))
-        .map(|(_, v)| *v)
-        .sum();
-    hit as f64 / total.max(1) as f64
+    samples_in(report, name) as f64 / total.max(1) as f64
 }
 
 #[test]
@@ -178,17 +159,7 @@ fn blocklist_leaves_out_samples_in_the_listed_libraries() {
     black_box(spin_hot_outer(Instant::now() + Duration::from_millis(300)));
     let r = g.report().build().unwrap();
     assert_eq!(libc_copy_leaves(&r), 0, "{r:?}");
-    let spun: isize = r
-        .data
-        .iter()
-        .filter(|(k, _)| {
-            k.frames
-                .iter()
-                .flatten()
-                .any(|s| s.name().contains("spin_hot_outer"))
-        })
-        .map(|(_, v)| *v)
-        .sum();
+    let spun: isize = samples_in(&r, "spin_hot_outer");
     assert!(spun > 30, "{spun} samples in spin_hot_outer: {r:?}");
 }
 
@@ -281,17 +252,7 @@ fn time_in_the_kernel_is_charged_to_the_user_stack_that_entered_it() {
     let after = cpu();
     let r = g.report().build().unwrap();
     let (user, system) = (after.0 - before.0, after.1 - before.1);
-    let n: isize = r
-        .data
-        .iter()
-        .filter(|(k, _)| {
-            k.frames
-                .iter()
-                .flatten()
-                .any(|s| s.name().contains("zero_reads"))
-        })
-        .map(|(_, v)| *v)
-        .sum();
+    let n: isize = samples_in(&r, "zero_reads");
     // At 499 Hz, about 5 samples a tick of CPU time.
     let expected = (user + system) as f64 * 4.99;
     println!(

@@ -9,6 +9,8 @@ use std::hint::black_box;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 const THREADS: usize = 8;
 
 /// Rounds and each round's length: 3 of 2.5 s in the test suite; `PERF_PPROF_NO_DEADLOCK=ROUNDSxSECS`
@@ -77,17 +79,7 @@ fn sampling_at_999_hz_never_deadlocks_allocating_backtracing_threads() {
         wait_workers(&finished, round_len, &format!("round {round}"));
         let report = guard.report().build().unwrap();
         let total: isize = report.data.values().sum();
-        let hot: isize = report
-            .data
-            .iter()
-            .filter(|(k, _)| {
-                k.frames
-                    .iter()
-                    .flatten()
-                    .any(|s| s.name().contains("allocate_and_backtrace"))
-            })
-            .map(|(_, v)| *v)
-            .sum();
+        let hot: isize = common::samples_in(&report, "allocate_and_backtrace");
         println!(
             "round {round}: {:.1} s, {total} samples, {hot} in allocate_and_backtrace",
             started.elapsed().as_secs_f64()

@@ -6,6 +6,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+mod common;
+
 #[inline(never)]
 fn spin_in_the_program(until: Instant) -> u64 {
     let mut x = 0u64;
@@ -19,17 +21,8 @@ fn spin_in_the_program(until: Instant) -> u64 {
 
 #[test]
 fn reports_leave_out_the_profilers_own_threads() {
-    let guard = match pprof::ProfilerGuard::new(999) {
-        Ok(g) => g,
-        Err(e @ pprof::Error::PerfEventParanoid { .. }) => {
-            assert!(
-                std::env::var_os("PERF_TEST_STRICT").is_none(),
-                "strict: {e}"
-            );
-            println!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(guard) = common::guard(999) else {
+        return;
     };
     black_box(spin_in_the_program(
         Instant::now() + Duration::from_millis(300),
@@ -54,17 +47,7 @@ fn reports_leave_out_the_profilers_own_threads() {
         !by_thread.keys().any(|t| t.starts_with("perf-profile-")),
         "{by_thread:?}"
     );
-    let spun: isize = report
-        .data
-        .iter()
-        .filter(|(f, _)| {
-            f.frames
-                .iter()
-                .flatten()
-                .any(|s| s.name().contains("spin_in_the_program"))
-        })
-        .map(|(_, n)| n)
-        .sum();
+    let spun: isize = common::samples_in(&report, "spin_in_the_program");
     // 0.6 s of spinning at 999 Hz; a loaded machine may give it less of a CPU, never none.
     assert!(spun > 60, "{spun} in spin_in_the_program: {by_thread:?}");
 }
