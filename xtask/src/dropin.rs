@@ -392,18 +392,48 @@ fn doc_examples(doc: &Value) -> Result<String, String> {
 
 /// Documents perf-event-open in the scratch crate and returns its rustdoc JSON.
 fn rustdoc_json(fetch: bool) -> Result<String, String> {
-    let scratch = workspace_root().join("target/xtask/dropin");
+    published_rustdoc_json(
+        &Published {
+            scratch: "dropin",
+            package: "perf-event-open",
+            version: VERSION,
+            features: r#"["latest", "serde"]"#,
+            offline_hint: "build the workspace first",
+        },
+        fetch,
+    )
+}
+
+/// A published crate whose rustdoc JSON an xtask reads.
+pub(crate) struct Published<'a> {
+    /// The scratch crate's folder under `target/xtask/`.
+    pub scratch: &'a str,
+    /// The crate's package name.
+    pub package: &'a str,
+    /// Its exact version.
+    pub version: &'a str,
+    /// Its features, as a TOML array.
+    pub features: &'a str,
+    /// What makes its sources available offline (said when the offline build fails).
+    pub offline_hint: &'a str,
+}
+
+/// Documents a published crate with nightly rustdoc (JSON) in a scratch crate of its own that
+/// depends on it alone, offline unless `fetch`, and returns the JSON.
+pub(crate) fn published_rustdoc_json(c: &Published<'_>, fetch: bool) -> Result<String, String> {
+    let scratch = workspace_root().join("target/xtask").join(c.scratch);
     fs::create_dir_all(scratch.join("src")).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let manifest = format!(
-        "[package]\nname = \"dropin-scratch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\nperf-event-open = {{ version = \"={VERSION}\", features = [\"latest\", \"serde\"] }}\n\n\
-         # Not a member of the perf-event workspace above it.\n[workspace]\n"
+        "[package]\nname = \"{}-scratch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [dependencies]\n{} = {{ version = \"={}\", features = {} }}\n\n\
+         # Not a member of the workspace above it.\n[workspace]\n",
+        c.scratch, c.package, c.version, c.features
     );
     fs::write(scratch.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
     fs::write(scratch.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
     let mut cmd = Command::new("cargo");
     cmd.arg("+nightly")
-        .args(["rustdoc", "--quiet", "-p", "perf-event-open", "--lib"])
+        .args(["rustdoc", "--quiet", "-p", c.package, "--lib"])
         .arg("--manifest-path")
         .arg(scratch.join("Cargo.toml"))
         .arg("--target-dir")
@@ -427,15 +457,20 @@ fn rustdoc_json(fetch: bool) -> Result<String, String> {
         .map_err(|e| format!("cargo +nightly rustdoc: {e}"))?;
     if !status.success() {
         return Err(format!(
-            "cargo +nightly rustdoc of perf-event-open {VERSION} failed ({status}){}",
+            "cargo +nightly rustdoc of {} {} failed ({status}){}",
+            c.package,
+            c.version,
             if fetch {
-                ""
+                String::new()
             } else {
-                "; without --fetch it runs offline: build the workspace first, or pass --fetch"
+                format!(
+                    "; without --fetch it runs offline: {}, or pass --fetch",
+                    c.offline_hint
+                )
             }
         ));
     }
-    let path = scratch.join("target/doc/perf_event_open.json");
+    let path = scratch.join(format!("target/doc/{}.json", c.package.replace('-', "_")));
     fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
 

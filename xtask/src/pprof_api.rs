@@ -18,7 +18,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -67,51 +66,16 @@ pub fn main(args: &[String]) -> Result<(), String> {
 
 /// Documents pprof-rs in the scratch crate and returns its rustdoc JSON.
 fn rustdoc_json(fetch: bool) -> Result<String, String> {
-    let scratch = workspace_root().join("target/xtask/pprof-api");
-    fs::create_dir_all(scratch.join("src")).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let manifest = format!(
-        "[package]\nname = \"pprof-api-scratch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\npprof = {{ version = \"={VERSION}\", features = {FEATURES} }}\n\n\
-         # Not a member of the workspace above it.\n[workspace]\n"
-    );
-    fs::write(scratch.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
-    fs::write(scratch.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
-    let mut cmd = Command::new("cargo");
-    cmd.arg("+nightly")
-        .args(["rustdoc", "--quiet", "-p", "pprof", "--lib"])
-        .arg("--manifest-path")
-        .arg(scratch.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(scratch.join("target"));
-    if !fetch {
-        cmd.arg("--offline");
-    }
-    cmd.args(["--", "-Z", "unstable-options", "--output-format", "json"]);
-    for var in [
-        "CARGO",
-        "RUSTC",
-        "RUSTDOC",
-        "RUSTC_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "RUSTUP_TOOLCHAIN",
-    ] {
-        cmd.env_remove(var);
-    }
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cargo +nightly rustdoc: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "cargo +nightly rustdoc of pprof {VERSION} failed ({status}){}",
-            if fetch {
-                ""
-            } else {
-                "; without --fetch it runs offline: build perf-pprof's tests first, or pass --fetch"
-            }
-        ));
-    }
-    let path = scratch.join("target/doc/pprof.json");
-    fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    crate::dropin::published_rustdoc_json(
+        &crate::dropin::Published {
+            scratch: "pprof-api",
+            package: "pprof",
+            version: VERSION,
+            features: FEATURES,
+            offline_hint: "build perf-pprof's tests first",
+        },
+        fetch,
+    )
 }
 
 fn kind(item: &Value) -> &str {
