@@ -6,7 +6,7 @@
 //! thread, their names, container) interned once, so the samples of one stack in one thread stay
 //! one entry and the tree itself is shared by every thread.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use crate::maps::MappingId;
@@ -148,7 +148,7 @@ pub struct Stacks {
 type StackPath = Vec<(Frame, StackId)>;
 
 /// How many threads' last paths [`Stacks`] keeps.
-const RECENT_PATHS: usize = 8;
+const RECENT_PATHS: usize = 64;
 
 impl Stacks {
     /// An empty table.

@@ -837,8 +837,10 @@ impl Pipeline {
                     .comm(c.task.pid, c.task.tid, c.comm.as_bytes(), c.by_execve);
                 if c.by_execve {
                     self.maps.exec(c.task.pid);
+                    // The new program's map (if it writes one) is read at its first frame
+                    // outside a file: at the exec it cannot have written one yet, and looking
+                    // then, for every program started, cost a file open each.
                     self.jit.forget(c.task.pid);
-                    self.jit.seen(c.task.pid);
                 }
             }
             Record::Fork(f) => {

@@ -7,7 +7,7 @@
 //! a bounded number of bytes, and a `/proc` read never blocks. What is kept is bounded too: the
 //! table forgets exited threads, and past 65536 threads it starts afresh.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::Read;
 use std::sync::Arc;
 
