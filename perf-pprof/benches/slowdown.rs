@@ -6,16 +6,19 @@
 //! the tick rate (250 a CPU second with `CONFIG_HZ=250`), where ours takes 999: the last row runs
 //! ours at the rate pprof-rs reached, for a comparison at equal samples.
 //!
-//! The workload (4 threads hashing and allocating) does a fixed amount of work; its cost is the
-//! process's CPU time (user + system, every thread: pprof-rs's unwinding runs in the profiled
-//! threads' signal handlers, ours on the collector thread, both are counted), the median of
-//! `REPS` runs, divided by the unprofiled run's.
+//! The workload (4 threads hashing and allocating, then a tenth more on one thread between the two
+//! reports) does a fixed amount of work; its cost is the process's CPU time
+//! (`CLOCK_PROCESS_CPUTIME_ID`: user + system, every thread: pprof-rs's unwinding runs in the
+//! profiled threads' signal handlers, ours on the collector thread, both are counted) less the
+//! reports' time, the median of `REPS` runs, divided by the unprofiled runs'. The runs go in
+//! rounds, each round one run of every row in turn, so that a drift of the machine over the
+//! bench's minutes falls on every row alike.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const THREADS: usize = 4;
-const REPS: usize = 3;
+const REPS: usize = 5;
 
 #[inline(never)]
 fn hash_work(rounds: u64) -> u64 {
@@ -48,16 +51,6 @@ fn workload() {
     }
 }
 
-/// This process's CPU time so far (user + system), from /proc/self/stat (clock ticks of 10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = after.split(' ').collect();
-    // Fields 14 and 15 (utime, stime); `after` starts at field 3.
-    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -75,7 +68,7 @@ struct Run {
     collector: Duration,
 }
 
-/// Medians of REPS runs of `profile` (which starts a profiler, runs the workload, builds the
+/// Medians of the REPS runs of a row (each started a profiler, ran the workload, built the
 /// reports): the workload's CPU seconds less the reports' time, first and later report times,
 /// samples, the collector's CPU seconds; and the very first run's first report (the process's
 /// first report at this point of the bench).
@@ -88,26 +81,27 @@ struct Measured {
     first_of_all: f64,
 }
 
-fn measure(mut profile: impl FnMut() -> Run) -> Measured {
-    let (mut cpu, mut first, mut later, mut samples, mut collector) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..REPS {
-        let before = cpu_time();
-        let r = profile();
-        let during = cpu_time() - before;
-        cpu.push(during.as_secs_f64() - r.first.as_secs_f64() - r.later.as_secs_f64());
-        first.push(r.first.as_secs_f64());
-        later.push(r.later.as_secs_f64());
-        samples.push(r.samples as f64);
-        collector.push(r.collector.as_secs_f64());
-    }
+/// One run of `profile` (which starts a profiler, runs the workload, builds the reports): the
+/// workload's CPU seconds, less the reports' time, and what the run gave.
+fn timed(profile: impl FnOnce() -> Run) -> (f64, Run) {
+    let before = tests::process_cpu_time();
+    let r = profile();
+    let during = tests::process_cpu_time() - before;
+    (
+        during.as_secs_f64() - r.first.as_secs_f64() - r.later.as_secs_f64(),
+        r,
+    )
+}
+
+fn summarize(runs: &[(f64, Run)]) -> Measured {
+    let of = |f: &dyn Fn(&(f64, Run)) -> f64| median(runs.iter().map(f).collect());
     Measured {
-        first_of_all: first[0],
-        cpu: median(cpu),
-        first: median(first),
-        later: median(later),
-        samples: median(samples),
-        collector: median(collector),
+        first_of_all: runs[0].1.first.as_secs_f64(),
+        cpu: of(&|r| r.0),
+        first: of(&|r| r.1.first.as_secs_f64()),
+        later: of(&|r| r.1.later.as_secs_f64()),
+        samples: of(&|r| r.1.samples as f64),
+        collector: of(&|r| r.1.collector.as_secs_f64()),
     }
 }
 
@@ -188,33 +182,70 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let base = measure(|| {
-        workload();
-        Run {
-            first: Duration::ZERO,
-            later: Duration::ZERO,
-            samples: 0,
-            collector: Duration::ZERO,
-        }
-    })
-    .cpu;
+    // Rows: none, pprof-rs and ours at 99 Hz, at 999 Hz, and ours at the rate pprof-rs's "999 Hz"
+    // reached in the same round (its timer fires at most once per kernel tick).
+    let mut runs: Vec<Vec<(f64, Run)>> = (0..6).map(|_| Vec::new()).collect();
+    let mut their_rates = Vec::new();
+    for _ in 0..REPS {
+        runs[0].push(timed(|| {
+            workload();
+            more_work();
+            Run {
+                first: Duration::ZERO,
+                later: Duration::ZERO,
+                samples: 0,
+                collector: Duration::ZERO,
+            }
+        }));
+        runs[1].push(timed(|| theirs(99)));
+        runs[2].push(timed(|| ours(99)));
+        let t = timed(|| theirs(999));
+        let rate = t.1.samples as f64 / t.0;
+        runs[3].push(t);
+        runs[4].push(timed(|| ours(999)));
+        their_rates.push(rate);
+        runs[5].push(timed(|| ours(rate.round() as i32)));
+    }
+    let base = summarize(&runs[0]).cpu;
     println!(
         "| profiler | Hz | CPU s | slowdown | samples | samples per CPU s | collector CPU s | \
          first report (first run's) | later report |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     println!("| none | - | {base:.2} | 1.00 | - | - | - | - | - |");
-    let mut their_rate = 0.0;
-    for hz in [99, 999] {
-        let t = measure(|| theirs(hz));
-        let o = measure(|| ours(hz));
-        row("pprof-rs 0.15", hz, &t, base);
-        row("perf-pprof", hz, &o, base);
-        their_rate = t.samples / t.cpu;
+    row("pprof-rs 0.15", 99, &summarize(&runs[1]), base);
+    row("perf-pprof", 99, &summarize(&runs[2]), base);
+    row("pprof-rs 0.15", 999, &summarize(&runs[3]), base);
+    row("perf-pprof", 999, &summarize(&runs[4]), base);
+    let hz = median(their_rates).round() as i32;
+    row(
+        "perf-pprof at pprof-rs's 999 Hz rate",
+        hz,
+        &summarize(&runs[5]),
+        base,
+    );
+    // Each round's rows against that round's unprofiled run: the spread of the ratios.
+    let ratios = |row: usize| -> String {
+        let mut r: Vec<String> = runs[row]
+            .iter()
+            .zip(&runs[0])
+            .map(|(p, b)| format!("{:.3}", p.0 / b.0))
+            .collect();
+        r.sort();
+        r.join(" ")
+    };
+    println!();
+    println!("Per round, each row against that round's unprofiled run (sorted):");
+    for (i, name) in [
+        "pprof-rs 0.15 at 99 Hz",
+        "perf-pprof at 99 Hz",
+        "pprof-rs 0.15 at 999 Hz",
+        "perf-pprof at 999 Hz",
+        "perf-pprof at pprof-rs's rate",
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!("  {name}: {}", ratios(i + 1));
     }
-    // pprof-rs's timer fires at most once per kernel tick: its "999 Hz" is the tick rate. Ours
-    // at the rate it reached, for the same samples per CPU second.
-    let hz = their_rate.round() as i32;
-    let o = measure(|| ours(hz));
-    row("perf-pprof at pprof-rs's 999 Hz rate", hz, &o, base);
 }
