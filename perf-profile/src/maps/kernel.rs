@@ -5,6 +5,15 @@
 //! named, so a profile without kernel frames never pays for it. Its text symbols are kept
 //! compactly: the names in one buffer, 16 bytes per symbol besides. A capture's last lookups
 //! ([`KernelSymbols::read_only_for`]) keep only the symbols that name the addresses asked for.
+//!
+//! The kernel image's text symbols are cached per boot ([`cache`]): the first capture of a boot
+//! reads `/proc/kallsyms` and writes the cache (root's in `/var/cache/perf-profile`, another
+//! user's in `$XDG_CACHE_HOME/perf-profile` or `~/.cache/perf-profile`, or where
+//! `PERF_PROFILE_CACHE_DIR` says; set and empty, no cache); later ones name the image's frames
+//! from the cache, and read `/proc/kallsyms` only for an address outside the image's text (a
+//! module, a BPF program, a trampoline).
+
+mod cache;
 
 use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
@@ -51,9 +60,14 @@ pub struct KernelSymbols {
     /// The symbols that name the addresses given to [`read_only_for`](Self::read_only_for), and
     /// those addresses (sorted): consulted for them only, before `table` is read.
     only: OnceLock<(Vec<u64>, Table)>,
+    /// The kernel image's symbols from the cache, for lookups within its text before `table`
+    /// is read; `None` inside when there is no cache of this boot's to read.
+    core: OnceLock<Option<cache::Core>>,
     /// Read `/proc/kallsyms` into `table` when a symbol is first looked up.
     lazy: bool,
     hidden: Option<String>,
+    /// Where the cache of the image's symbols is, and this boot's key; `None`: no cache.
+    cache: Option<(cache::Place, cache::Key)>,
 }
 
 /// At most this much of `/proc/kallsyms` is read (a large kernel's is about 20 MiB): a kernel file,
@@ -68,7 +82,15 @@ impl KernelSymbols {
     /// is first looked up ([`find`](Self::find), [`range`](Self::range)). Where
     /// `kernel.kptr_restrict` (or the reader's lack of `CAP_SYSLOG`) hides the addresses, there
     /// are no symbols and [`hidden`](Self::hidden) says why.
+    ///
+    /// The kernel image's symbols come from the per-boot cache where there is one (see the
+    /// module's documentation).
     pub fn load() -> Self {
+        Self::load_with(cache::place())
+    }
+
+    /// [`load`](Self::load) with the cache at `place` (`None`: none).
+    fn load_with(place: Option<cache::Place>) -> Self {
         let file = match crate::untrusted::open_system(KALLSYMS) {
             Ok(f) => f.take(MAX_KALLSYMS),
             Err(e) => return Self::unreadable(&e),
@@ -76,9 +98,11 @@ impl KernelSymbols {
         // The kernel shows every address or none (it decides when the file is opened): the first
         // non-zero address says they are shown. (The first symbols may be per-CPU variables at
         // offset 0.) Hidden, every line is read to be sure, and nothing kept.
+        // The head read is the cache key's fingerprint (see `cache`).
         let mut r = BufReader::new(file);
         let mut line = Vec::new();
         let mut t = Table::default();
+        let mut head = cache::Fingerprint::default();
         loop {
             line.clear();
             match r.read_until(b'\n', &mut line) {
@@ -86,15 +110,28 @@ impl KernelSymbols {
                 Ok(_) => match address(&line) {
                     Some(0) => t.zero += 1,
                     Some(_) => {
+                        head.add(&line);
+                        while !head.full() {
+                            line.clear();
+                            match r.read_until(b'\n', &mut line) {
+                                Ok(1..) => head.add(&line),
+                                _ => break,
+                            }
+                        }
                         return Self {
                             lazy: true,
+                            cache: place.zip(cache::Key::of_this_boot(head.get())),
                             ..Self::default()
-                        }
+                        };
                     }
-                    None => continue,
+                    None => {
+                        head.add(&line);
+                        continue;
+                    }
                 },
                 Err(e) => return Self::unreadable(&e),
             }
+            head.add(&line);
             t.lines += 1;
         }
         let mut k = Self::default();
@@ -164,15 +201,33 @@ impl KernelSymbols {
         self.hidden.as_deref()
     }
 
-    /// The symbols, read now if they were not yet.
+    /// The symbols, read now if they were not yet; the boot's first read writes the cache.
     fn table(&self) -> &Table {
         self.table.get_or_init(|| {
-            if self.lazy {
-                Table::read().unwrap_or_default()
-            } else {
-                Table::default()
+            if !self.lazy {
+                return Table::default();
             }
+            let t = Table::read().unwrap_or_default();
+            let cached = self.core.get().is_some_and(Option::is_some);
+            if let (false, Some((place, key))) = (cached, &self.cache) {
+                if let Some(dir) = cache::open_dir(place) {
+                    if !cache::is_current(&dir, key) {
+                        cache::write(&dir, key, &t);
+                    }
+                }
+            }
+            t
         })
+    }
+
+    /// The kernel image's symbols from this boot's cache, read on first use; `None` without one.
+    fn core(&self) -> Option<&cache::Core> {
+        self.core
+            .get_or_init(|| {
+                let (place, key) = self.cache.as_ref().filter(|_| self.lazy)?;
+                cache::read_all(&cache::open_dir(place)?, key)
+            })
+            .as_ref()
     }
 
     /// Whether the symbols were read (a lazy [`load`](Self::load) reads them on first use).
@@ -188,6 +243,10 @@ impl KernelSymbols {
     /// line: most of its cost); what is saved is keeping ~120 000 names (≈ 5 MiB on a
     /// distribution kernel) to name a few hundred frames. Nothing happens when the symbols were
     /// read already, are not shown, or `addrs` is empty.
+    ///
+    /// Where every address is in the kernel image's text and this boot's cache is there, the
+    /// symbols come from the cache and `/proc/kallsyms` is not read; where there is no such
+    /// cache, the file is read and the cache written.
     pub fn read_only_for(&self, addrs: impl IntoIterator<Item = u64>) {
         if !self.lazy || self.table.get().is_some() || self.only.get().is_some() {
             return;
@@ -198,19 +257,41 @@ impl KernelSymbols {
         }
         addrs.sort_unstable();
         addrs.dedup();
+        let mut write = None;
+        if let Some((place, key)) = &self.cache {
+            if let Some(dir) = cache::open_dir(place) {
+                match cache::read_for(&dir, key, &addrs) {
+                    Ok(core) => {
+                        let _ = self.only.set((addrs, core.table));
+                        return;
+                    }
+                    Err(cache::Miss::OutOfRange) => {}
+                    Err(cache::Miss::Absent) => write = Some((dir, key)),
+                }
+            }
+        }
         let Ok(file) = crate::untrusted::open_system(KALLSYMS) else {
             return;
         };
-        if let Some(t) = Table::read_for(file.take(MAX_KALLSYMS), &addrs) {
+        let mut image = write.as_ref().map(|_| Table::default());
+        if let Some(t) = Table::read_for(file.take(MAX_KALLSYMS), &addrs, image.as_mut()) {
             let _ = self.only.set((addrs, t));
+            if let (Some((dir, key)), Some(mut image)) = (write, image) {
+                image.finish();
+                cache::write(&dir, key, &image);
+            }
         }
     }
 
     /// The symbol `addr` falls in: the last one at or below it. `None` below the first symbol.
     pub fn find(&self, addr: u64) -> Option<KernelSymbol<'_>> {
         let t = match (self.table.get(), self.only.get()) {
+            (Some(t), _) => t,
             (None, Some((addrs, t))) if addrs.binary_search(&addr).is_ok() => t,
-            _ => self.table(),
+            (None, _) => match self.core() {
+                Some(core) if core.covers(addr) => &core.table,
+                _ => self.table(),
+            },
         };
         let i = t.entries.partition_point(|e| e.addr <= addr);
         i.checked_sub(1)
@@ -281,7 +362,10 @@ impl Table {
     /// in (`addrs[j - 1] < symbol <= addrs[j]`), and a gap keeps its highest symbol (the later
     /// one of equal addresses, as the whole table's stable sort does). `addrs[j]` is named by its
     /// own gap's symbol, or by the nearest gap below that has one.
-    fn read_for(file: impl Read, addrs: &[u64]) -> Option<Self> {
+    ///
+    /// With `image`, the same pass adds every symbol of the kernel image (no module) to it, as
+    /// reading the whole table would (for the cache; not yet sorted).
+    fn read_for(file: impl Read, addrs: &[u64], mut image: Option<&mut Table>) -> Option<Self> {
         let mut t = Self::default();
         // Per gap: the kept symbol's address, and its whole line (parsed once it is known to be
         // the one: most lines are kept only until the next one replaces them).
@@ -310,6 +394,9 @@ impl Table {
             lines[j].extend_from_slice(line);
         };
         lines_of(file, |line| {
+            if let Some(image) = image.as_deref_mut() {
+                image.add_image_line(line);
+            }
             // Most lines are not kept: decided from the address alone where it starts the line
             // (then it is the one `text_symbol` reads), before the rest is looked at; a line in
             // the kernel's own form is judged without splitting it into fields.
@@ -476,6 +563,39 @@ impl Table {
         };
         let module = u16::try_from(module).ok()?;
         Some((addr, name, module))
+    }
+
+    /// Adds a line as [`add_line`](Self::add_line) does if it is a text symbol of the kernel
+    /// image (no module); a line in the kernel's own form without a module is judged without
+    /// splitting it into fields.
+    fn add_image_line(&mut self, line: &[u8]) {
+        if let Some((addr, digits)) = address_and_digits(line) {
+            match usual_text_symbol(line, digits) {
+                Some(false) => return,
+                Some(true) => {
+                    // `ADDR T NAME`, no tab: the name is the rest.
+                    let name = &line[digits + 3..];
+                    if !name.contains(&b'\t') {
+                        if addr != 0 {
+                            self.push(addr, name, 0);
+                        }
+                        return;
+                    }
+                }
+                None => {}
+            }
+        }
+        if let Some((addr, name, 0)) = self.text_symbol(line) {
+            self.push(addr, name, 0);
+        }
+    }
+
+    /// The name of `e`, one of this table's symbols.
+    fn name_of(&self, e: &Entry) -> &[u8] {
+        let at = e.name_at as usize;
+        self.names
+            .get(at..at + usize::from(e.name_len))
+            .unwrap_or_default()
     }
 
     /// Adds a text symbol (its name ASCII and shorter than 64 KiB: see `text_symbol`).
@@ -663,7 +783,7 @@ mod tests {
         let mut sets: Vec<Vec<u64>> = asked.iter().map(|&a| vec![a]).collect();
         sets.push(asked.to_vec());
         for set in sets {
-            let only = Table::read_for(text.as_bytes(), &set).unwrap();
+            let only = Table::read_for(text.as_bytes(), &set, None).unwrap();
             assert!(only.entries.len() <= set.len(), "{set:x?}: {only:?}");
             let k = KernelSymbols {
                 only: OnceLock::from((set.clone(), only)),
@@ -686,7 +806,7 @@ mod tests {
     /// not asked for reads the whole table.
     #[test]
     fn only_the_symbols_asked_for_name_this_kernels_addresses() {
-        let k = KernelSymbols::load();
+        let k = KernelSymbols::load_with(None);
         if let Some(why) = k.hidden() {
             println!("skipped: {why}");
             return;
@@ -734,7 +854,7 @@ mod tests {
     /// frame is first named, once.
     #[test]
     fn the_kernel_symbols_are_read_on_first_use_only() {
-        let k = KernelSymbols::load();
+        let k = KernelSymbols::load_with(None);
         if let Some(why) = k.hidden() {
             println!("skipped: {why}");
             return;
@@ -755,5 +875,427 @@ mod tests {
             k.range().map(|r| r.0),
             KernelSymbols::parse(&text).range().map(|r| r.0)
         );
+    }
+
+    /// A scratch folder for a cache, mode 0700.
+    fn cache_folder(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "perf-profile-kernel-cache-{name}-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// `t`'s image symbols, as `(address, name)`.
+    fn image_of(t: &Table) -> Vec<(u64, String)> {
+        t.entries
+            .iter()
+            .filter(|e| e.module == 0)
+            .map(|e| (e.addr, t.symbol(e).name.to_owned()))
+            .collect()
+    }
+
+    fn synthetic() -> String {
+        let mut text = String::from(
+            "ffffffff81000000 T _stext\nffffffff81000000 T _text\nffffffff81000010 D data\n",
+        );
+        for i in 0..40u64 {
+            let ty = ["T", "t", "W", "w", "D"][i as usize % 5];
+            text += &format!("{:016x} {ty} fn_{i}\n", 0xffffffff81000100 + i * 0x40);
+        }
+        text += "ffffffff81000100 t alias_of_fn_0\n\
+                 ffffffff81002000 T _etext\n\
+                 ffffffff83000000 T init_fn\n\
+                 ffffffffc0000000 t ext4_fn\t[ext4]\n\
+                 ffffffffa0000000 t bpf_prog_1\t[bpf]\n";
+        text
+    }
+
+    fn synthetic_key() -> cache::Key {
+        cache::Key::new("boot", "6.1.0", 42).unwrap()
+    }
+
+    /// A cache of the image's symbols decodes to them (the same order of equal addresses), from
+    /// the first one to `_etext`; modules, BPF programs and init text after `_etext` are not in
+    /// it.
+    #[test]
+    fn a_cache_decodes_to_the_image_symbols_it_was_made_of() {
+        let whole = KernelSymbols::parse(&synthetic());
+        let key = synthetic_key();
+        let bytes = cache::encode(&key, whole.table()).unwrap();
+        let core = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, None).unwrap();
+        assert_eq!((core.lo, core.hi), (0xffffffff81000000, 0xffffffff81002000));
+        let want: Vec<(u64, String)> = image_of(whole.table())
+            .into_iter()
+            .filter(|(a, _)| *a <= core.hi)
+            .collect();
+        assert_eq!(image_of(&core.table), want);
+        assert!(want.iter().any(|(_, n)| n == "alias_of_fn_0"));
+        let cached = KernelSymbols {
+            table: OnceLock::from(core.table.clone()),
+            ..KernelSymbols::default()
+        };
+        for addr in core.lo..=core.hi {
+            assert_eq!(cached.find(addr), whole.find(addr), "{addr:#x}");
+        }
+        // Some addresses only: the symbols that name them.
+        let addrs = [0xffffffff81000000, 0xffffffff81000105, 0xffffffff81000fff];
+        let only = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, Some(&addrs))
+            .unwrap()
+            .table;
+        assert!(only.entries.len() <= addrs.len());
+        let only = KernelSymbols {
+            only: OnceLock::from((addrs.to_vec(), only)),
+            ..KernelSymbols::default()
+        };
+        for a in addrs {
+            assert_eq!(only.find(a), whole.find(a), "{a:#x}");
+        }
+        assert_eq!(
+            cache::decode(
+                bytes.as_slice(),
+                bytes.len() as u64,
+                &key,
+                Some(&[0xffffffff81002001])
+            )
+            .unwrap_err(),
+            cache::Miss::OutOfRange
+        );
+    }
+
+    /// Another boot's (or kernel's) cache is not used.
+    #[test]
+    fn a_cache_of_another_key_is_not_used() {
+        let whole = KernelSymbols::parse(&synthetic());
+        let key = synthetic_key();
+        let bytes = cache::encode(&key, whole.table()).unwrap();
+        for other in [
+            cache::Key::new("boot2", "6.1.0", 42),
+            cache::Key::new("boot", "6.1.1", 42),
+            cache::Key::new("boot", "6.1.0", 43),
+        ] {
+            let other = other.unwrap();
+            for want in [None, Some(&[0xffffffff81000000][..])] {
+                assert_eq!(
+                    cache::decode(bytes.as_slice(), bytes.len() as u64, &other, want).unwrap_err(),
+                    cache::Miss::Absent
+                );
+            }
+        }
+    }
+
+    /// Every prefix of a cache is refused, and every flipped byte gives a refusal or a table
+    /// that is sound (sorted, names in bounds and ASCII): never a panic.
+    #[test]
+    fn a_truncated_or_flipped_cache_is_refused_or_sound() {
+        let whole = KernelSymbols::parse(&synthetic());
+        let key = synthetic_key();
+        let bytes = cache::encode(&key, whole.table()).unwrap();
+        let addrs = [0xffffffff81000000, 0xffffffff81000105, 0xffffffff81000fff];
+        for n in 0..bytes.len() {
+            let cut = &bytes[..n];
+            for want in [None, Some(&addrs[..])] {
+                assert!(cache::decode(cut, n as u64, &key, want).is_err(), "{n}");
+                // A size that promises more than comes.
+                assert!(
+                    cache::decode(cut, bytes.len() as u64, &key, want).is_err(),
+                    "{n}"
+                );
+            }
+        }
+        let mut accepted = 0;
+        for at in 0..bytes.len() {
+            for flip in [0x01u8, 0x20, 0x80, 0xff] {
+                let mut b = bytes.clone();
+                b[at] ^= flip;
+                for want in [None, Some(&addrs[..])] {
+                    let Ok(core) = cache::decode(b.as_slice(), b.len() as u64, &key, want) else {
+                        continue;
+                    };
+                    accepted += 1;
+                    let t = &core.table;
+                    assert!(t.entries.windows(2).all(|w| w[0].addr <= w[1].addr));
+                    for e in &t.entries {
+                        assert!((core.lo..=core.hi).contains(&e.addr));
+                        let name = t.name_of(e);
+                        assert_eq!(name.len(), usize::from(e.name_len), "{at} {flip:#x}");
+                        assert!(!name.is_empty() && name.iter().all(u8::is_ascii_graphic));
+                    }
+                    let k = KernelSymbols {
+                        table: OnceLock::from(core.table),
+                        ..KernelSymbols::default()
+                    };
+                    for a in addrs {
+                        let _ = k.find(a);
+                    }
+                }
+            }
+        }
+        // Flips in names and addresses still decode: the test saw decoded tables.
+        assert!(accepted > 0);
+    }
+
+    /// Against this kernel: the cache of `/proc/kallsyms` names each image symbol's address, the
+    /// next byte and the one before as the whole file does, over the image's running text.
+    #[test]
+    fn a_cache_of_this_kernel_names_its_addresses_as_kallsyms_does() {
+        if let Some(why) = KernelSymbols::load_with(None).hidden() {
+            println!("skipped: {why}");
+            return;
+        }
+        let whole = KernelSymbols::parse(&fs::read_to_string(KALLSYMS).unwrap());
+        let key = synthetic_key();
+        let bytes = cache::encode(&key, whole.table()).unwrap();
+        let core = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, None).unwrap();
+        let t = whole.table();
+        if let Some(etext) = t.entries.iter().find(|e| t.name_of(e) == b"_etext") {
+            assert_eq!(core.hi, etext.addr);
+        }
+        let cached = KernelSymbols {
+            table: OnceLock::from(core.table.clone()),
+            ..KernelSymbols::default()
+        };
+        let mut checked = 0;
+        for e in t.entries.iter().filter(|e| core.covers(e.addr)) {
+            for a in [e.addr, e.addr + 1, e.addr - 1] {
+                if core.covers(a) {
+                    assert_eq!(cached.find(a), whole.find(a), "{a:#x}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+        assert!(!core.covers(core.hi + 1));
+        println!(
+            "{checked} addresses named alike; {} symbols, {} bytes cached",
+            core.table.entries.len(),
+            bytes.len()
+        );
+    }
+
+    /// With a cache folder: the first capture's end reads `/proc/kallsyms` and writes the cache;
+    /// the next names the image's addresses from it (a cache whose names were changed names them
+    /// so), an address outside the image's text from `/proc/kallsyms`; the lazy lookups the same;
+    /// and a cache of another key is replaced by this boot's.
+    #[test]
+    fn captures_after_the_first_name_the_image_from_the_cache() {
+        if let Some(why) = KernelSymbols::load_with(None).hidden() {
+            println!("skipped: {why}");
+            return;
+        }
+        let dir = cache_folder("captures");
+        let place = cache::Place::at(&dir);
+        let file = dir.join("kallsyms-v1");
+        let whole = KernelSymbols::parse(&fs::read_to_string(KALLSYMS).unwrap());
+        let t = whole.table();
+        let bytes = cache::encode(&synthetic_key(), t).unwrap();
+        let hi = cache::decode(bytes.as_slice(), bytes.len() as u64, &synthetic_key(), None)
+            .unwrap()
+            .hi;
+        let image: Vec<u64> = t
+            .entries
+            .iter()
+            .filter(|e| e.module == 0 && e.addr <= hi)
+            .step_by(300)
+            .flat_map(|e| [e.addr, e.addr + 1])
+            .collect();
+
+        // The first: read live, the cache written.
+        let first = KernelSymbols::load_with(Some(place.clone()));
+        let (_, key) = first.cache.clone().expect("a cache key");
+        first.read_only_for(image.iter().copied());
+        let written = fs::read(&file).expect("the cache written");
+        assert!(cache::is_current(
+            &cache::open_dir(&place).expect("the folder is ours"),
+            &key
+        ));
+        for &a in &image {
+            assert_eq!(first.find(a), whole.find(a), "{a:#x}");
+        }
+
+        // The next, from the cache: its names (changed here) are the ones given.
+        let mut changed = t.clone();
+        changed.names.make_ascii_uppercase();
+        // `_etext` as it was: where the cached text ends.
+        for e in &t.entries {
+            if t.name_of(e) == b"_etext" {
+                let at = e.name_at as usize;
+                changed.names[at..at + 6].copy_from_slice(b"_etext");
+            }
+        }
+        fs::write(&file, cache::encode(&key, &changed).unwrap()).unwrap();
+        let next = KernelSymbols::load_with(Some(place.clone()));
+        next.read_only_for(image.iter().copied());
+        for &a in &image {
+            let w = whole.find(a).unwrap();
+            let n = next.find(a).unwrap();
+            assert_eq!(
+                (n.addr, n.name),
+                (w.addr, &*w.name.to_ascii_uppercase()),
+                "{a:#x}"
+            );
+        }
+        assert!(!next.is_read());
+
+        // The cache as written names them as /proc/kallsyms does.
+        fs::write(&file, &written).unwrap();
+        let next = KernelSymbols::load_with(Some(place.clone()));
+        next.read_only_for(image.iter().copied());
+        for &a in &image {
+            assert_eq!(next.find(a), whole.find(a), "{a:#x}");
+        }
+        assert!(!next.is_read());
+
+        // An address beyond the image's running text: all read from /proc/kallsyms.
+        fs::write(&file, cache::encode(&key, &changed).unwrap()).unwrap();
+        let beyond = KernelSymbols::load_with(Some(place.clone()));
+        let mut asked = image.clone();
+        asked.push(hi + 1);
+        beyond.read_only_for(asked.iter().copied());
+        for &a in &image {
+            assert_eq!(beyond.find(a), whole.find(a), "{a:#x}");
+        }
+
+        // Lazy lookups: the image's from the cache, another address from /proc/kallsyms.
+        let lazy = KernelSymbols::load_with(Some(place.clone()));
+        let a = image[image.len() / 2];
+        assert_eq!(
+            lazy.find(a).unwrap().name,
+            whole.find(a).unwrap().name.to_ascii_uppercase()
+        );
+        assert!(!lazy.is_read());
+        let _ = lazy.find(hi + 1);
+        assert!(lazy.is_read());
+
+        // Another key's cache: not used, and replaced.
+        fs::write(&file, cache::encode(&synthetic_key(), &changed).unwrap()).unwrap();
+        let other = KernelSymbols::load_with(Some(place.clone()));
+        other.read_only_for(image.iter().copied());
+        for &a in &image {
+            assert_eq!(other.find(a), whole.find(a), "{a:#x}");
+        }
+        assert_eq!(fs::read(&file).unwrap(), written);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A folder that is a symlink, another user's or writable by others is not used; nor is a
+    /// cache file that is a symlink, a FIFO or another user's (and opening the FIFO does not
+    /// wait).
+    #[test]
+    fn a_cache_folder_or_file_not_the_profilers_own_is_not_used() {
+        let root = rustix::process::geteuid().is_root();
+        let dir = cache_folder("unsafe");
+        fs::create_dir_all(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path, m: u32| {
+            fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+        };
+        let own = dir.join("own");
+        let d = cache::open_dir(&cache::Place::at(&own)).expect("a fresh folder is ours");
+        assert_eq!(
+            fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let whole = KernelSymbols::parse(&synthetic());
+        let key = synthetic_key();
+        cache::write(&d, &key, whole.table());
+        assert!(cache::read_all(&d, &key).is_some());
+        let file = own.join("kallsyms-v1");
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&own, &link).unwrap();
+        assert!(
+            cache::open_dir(&cache::Place::at(&link)).is_none(),
+            "a symlink"
+        );
+        let open = dir.join("open");
+        fs::create_dir(&open).unwrap();
+        mode(&open, 0o777);
+        assert!(
+            cache::open_dir(&cache::Place::at(&open)).is_none(),
+            "mode 0777"
+        );
+        mode(&open, 0o770);
+        assert!(
+            cache::open_dir(&cache::Place::at(&open)).is_none(),
+            "mode 0770"
+        );
+
+        // The file: a symlink to a good cache, then a FIFO.
+        let elsewhere = dir.join("elsewhere");
+        fs::rename(&file, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+        assert!(cache::read_all(&d, &key).is_none(), "a symlink");
+        fs::remove_file(&file).unwrap();
+        let s = std::process::Command::new("mkfifo")
+            .arg(&file)
+            .status()
+            .unwrap();
+        assert!(s.success());
+        assert!(cache::read_all(&d, &key).is_none(), "a FIFO");
+        assert!(!cache::is_current(&d, &key));
+        fs::remove_file(&file).unwrap();
+        fs::rename(&elsewhere, &file).unwrap();
+        mode(&file, 0o622);
+        assert!(cache::read_all(&d, &key).is_none(), "writable by others");
+        mode(&file, 0o600);
+        assert!(cache::read_all(&d, &key).is_some());
+        if !root {
+            println!("skipped (part): another user's folder and file need root to chown");
+            let _ = fs::remove_dir_all(&dir);
+            return;
+        }
+        let chown = |p: &std::path::Path| {
+            let s = std::process::Command::new("chown")
+                .args(["-h", "nobody"])
+                .arg(p)
+                .status()
+                .unwrap();
+            assert!(s.success());
+        };
+        chown(&file);
+        assert!(cache::read_all(&d, &key).is_none(), "nobody's file");
+        let nobodys = dir.join("nobodys");
+        fs::create_dir(&nobodys).unwrap();
+        mode(&nobodys, 0o700);
+        chown(&nobodys);
+        assert!(
+            cache::open_dir(&cache::Place::at(&nobodys)).is_none(),
+            "nobody's"
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Writing a cache leaves one in the folder: older `kallsyms-*` files go (a link among them
+    /// is removed, not followed), other files stay.
+    #[test]
+    fn the_cache_folder_holds_one_cache() {
+        let dir = cache_folder("one");
+        let d = cache::open_dir(&cache::Place::at(&dir)).unwrap();
+        let target =
+            std::env::temp_dir().join(format!("perf-profile-kc-target-{}", std::process::id()));
+        fs::write(&target, b"keep").unwrap();
+        fs::write(dir.join("kallsyms-v0"), b"old").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("kallsyms-link")).unwrap();
+        fs::write(dir.join("other"), b"stays").unwrap();
+        cache::write(
+            &d,
+            &synthetic_key(),
+            KernelSymbols::parse(&synthetic()).table(),
+        );
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["kallsyms-v1", "other"]);
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        let _ = fs::remove_file(&target);
+        let _ = fs::remove_dir_all(&dir);
     }
 }

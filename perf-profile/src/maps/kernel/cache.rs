@@ -1,0 +1,551 @@
+//! The per-boot cache of the kernel image's text symbols, so that only a boot's first capture
+//! pays for reading `/proc/kallsyms` (tens of milliseconds of the kernel's time formatting it).
+//!
+//! Only the image's symbols are kept (those without a `[module]`), from the first one to `_etext`
+//! (or the image's last symbol where there is none): the text a running kernel executes, which
+//! nothing loaded later shares. Modules, BPF programs and ftrace trampolines come and go within a
+//! boot and are always read live. A cache answers an address only within that range, and is one
+//! of this boot's: its key is the boot id, the kernel release, and a fingerprint of the head of
+//! `/proc/kallsyms` (KASLR moves every address at each boot).
+//!
+//! The folder is the profiler's own ([`place`]): created mode 0700, then used only when it is a
+//! directory (not a symlink), owned by the effective user and writable by no one else. The file is
+//! opened in it without following a link or waiting (a FIFO is refused), must be a regular file
+//! of the effective user's of at most [`MAX_FILE`] bytes, and is checked whole as it is read:
+//! anything amiss and it is not used. It is written to a fresh temporary name and renamed into
+//! place, so two profilers at once each see a whole file or none.
+//!
+//! # Format (little-endian)
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 8 | [`MAGIC`] |
+//! | 4 | [`VERSION`] |
+//! | 4 + n | the key's length (at most [`MAX_KEY`]), and the key |
+//! | 8, 8 | the lowest and highest address answered (`lo`, `hi`, inclusive) |
+//! | 4, 4 | the symbols' count, the names' length |
+//! | 8 × count | per symbol, by address (the later line of equal addresses last): its address less `lo` (u32), where its name ends in the names (u32) |
+//! | names | the names, one after the other (ASCII, no space) |
+
+use std::ffi::CStr;
+use std::fs::{self, DirBuilder, File};
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::{Entry, Table};
+
+/// The environment variable that names the cache's folder; set and empty, there is no cache.
+pub const DIR_ENV: &str = "PERF_PROFILE_CACHE_DIR";
+
+/// The folder root's cache goes to.
+const ROOT_DIR: &str = "/var/cache/perf-profile";
+
+/// The cache file's name in its folder; every other `kallsyms-*` file there is an older one.
+const FILE: &str = "kallsyms-v1";
+const OURS: &[u8] = b"kallsyms-";
+
+/// Temporary files being written: named apart from `kallsyms-*`, so that a writer tidying up
+/// never removes another's file before it is renamed.
+const TEMP: &str = ".tmp-kallsyms-";
+
+/// A temporary file older than this was left by a writer that died.
+const STALE_TEMP_SECS: i64 = 600;
+
+const MAGIC: &[u8; 8] = b"ppksyms\0";
+const VERSION: u32 = 1;
+
+/// The largest cache file read (a distribution kernel's is ~4 MiB).
+pub const MAX_FILE: u64 = 64 << 20;
+
+/// The longest key read.
+const MAX_KEY: usize = 4096;
+
+/// How much of the head of `/proc/kallsyms` the key's fingerprint covers.
+pub const HEAD_BYTES: usize = 4096;
+
+/// Names are read in pieces this large when only some are kept.
+const NAMES_PIECE: usize = 64 << 10;
+
+/// Where the cache's folder is, and whether the folders above it may be created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    path: PathBuf,
+    parents: bool,
+}
+
+impl Place {
+    /// The folder `path`, created (mode 0700) if missing, but not the folders above it.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            parents: false,
+        }
+    }
+}
+
+/// Where the cache goes: [`DIR_ENV`] where set (set and empty: no cache); else root's
+/// `/var/cache/perf-profile`, another user's `$XDG_CACHE_HOME/perf-profile` or
+/// `$HOME/.cache/perf-profile`.
+pub fn place() -> Option<Place> {
+    match std::env::var_os(DIR_ENV) {
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(Place::at(dir)),
+        None => {
+            let base = if rustix::process::geteuid().is_root() {
+                PathBuf::from(ROOT_DIR)
+            } else {
+                let absolute = |v: &str| {
+                    std::env::var_os(v)
+                        .map(PathBuf::from)
+                        .filter(|p| p.is_absolute())
+                };
+                absolute("XDG_CACHE_HOME")
+                    .or_else(|| absolute("HOME").map(|h| h.join(".cache")))?
+                    .join("perf-profile")
+            };
+            Some(Place {
+                path: base,
+                parents: true,
+            })
+        }
+    }
+}
+
+/// What names a boot's kernel image: a cache of another key is not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Key(Vec<u8>);
+
+impl Key {
+    /// This boot's key, with `head` the fingerprint of the head of `/proc/kallsyms`
+    /// ([`Fingerprint`]); `None` where the boot id or the release cannot be read.
+    pub fn of_this_boot(head: u64) -> Option<Self> {
+        let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let release = fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+        Self::new(boot_id.trim(), release.trim(), head)
+    }
+
+    pub(super) fn new(boot_id: &str, release: &str, head: u64) -> Option<Self> {
+        let key = format!("{boot_id}\n{release}\n{head:016x}").into_bytes();
+        (key.len() <= MAX_KEY).then_some(Self(key))
+    }
+}
+
+/// FNV-1a over the head of `/proc/kallsyms`: stable across builds of the profiler, unlike std's
+/// hasher (the key is compared with files other builds wrote).
+#[derive(Clone, Copy, Debug)]
+pub struct Fingerprint {
+    hash: u64,
+    bytes: usize,
+}
+
+impl Default for Fingerprint {
+    fn default() -> Self {
+        Self {
+            hash: 0xcbf2_9ce4_8422_2325,
+            bytes: 0,
+        }
+    }
+}
+
+impl Fingerprint {
+    /// Adds `bytes` (a line) while fewer than [`HEAD_BYTES`] were added.
+    pub fn add(&mut self, bytes: &[u8]) {
+        if self.full() {
+            return;
+        }
+        for &b in bytes {
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.bytes += bytes.len();
+    }
+
+    /// Whether [`HEAD_BYTES`] were added.
+    pub fn full(&self) -> bool {
+        self.bytes >= HEAD_BYTES
+    }
+
+    /// The fingerprint.
+    pub fn get(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// The cache's folder, open, once it is known to be the profiler's own.
+#[derive(Debug)]
+pub struct Dir(OwnedFd);
+
+/// The folder at `place`, created (mode 0700) where missing; `None` unless it is a directory
+/// (not a symlink), owned by the effective user and writable by no one else.
+pub fn open_dir(place: &Place) -> Option<Dir> {
+    let made = DirBuilder::new()
+        .mode(0o700)
+        .recursive(place.parents)
+        .create(&place.path);
+    if let Err(e) = made {
+        if e.kind() != ErrorKind::AlreadyExists {
+            return None;
+        }
+    }
+    let fd = rustix::fs::open(
+        &place.path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let own = FileType::from_raw_mode(st.st_mode) == FileType::Directory
+        && st.st_uid == rustix::process::geteuid().as_raw()
+        && st.st_mode & 0o022 == 0;
+    own.then_some(Dir(fd))
+}
+
+/// The kernel image's symbols from a cache: those from `lo` to `hi`, or those that name the
+/// addresses asked for.
+#[derive(Clone, Debug)]
+pub struct Core {
+    /// The lowest address the cache answers.
+    pub lo: u64,
+    /// The highest address the cache answers (inclusive).
+    pub hi: u64,
+    /// The symbols (module 0).
+    pub table: Table,
+}
+
+impl Core {
+    /// Whether the cache names `addr` as `/proc/kallsyms` does.
+    pub fn covers(&self, addr: u64) -> bool {
+        (self.lo..=self.hi).contains(&addr)
+    }
+}
+
+/// Why a cache did not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Miss {
+    /// None, another key's, or not one that can be used: write this boot's.
+    Absent,
+    /// This boot's, but an address asked for is not the image's.
+    OutOfRange,
+}
+
+/// The cache file in `dir`, when it is one the profiler may read: a regular file (opened without
+/// following a link or waiting for a writer), the effective user's, writable by no one else, at
+/// most [`MAX_FILE`] bytes; and its size.
+fn open_file(dir: &Dir) -> Option<(File, u64)> {
+    let fd = rustix::fs::openat(
+        &dir.0,
+        FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = File::from(fd);
+    let m = file.metadata().ok()?;
+    let ok = m.file_type().is_file()
+        && m.uid() == rustix::process::geteuid().as_raw()
+        && m.mode() & 0o022 == 0
+        && m.len() <= MAX_FILE;
+    ok.then_some((file, m.len()))
+}
+
+/// The kernel image's symbols that name `addrs` (sorted, unique) from the cache in `dir`, when
+/// it is `key`'s and covers them all.
+pub fn read_for(dir: &Dir, key: &Key, addrs: &[u64]) -> Result<Core, Miss> {
+    let (file, len) = open_file(dir).ok_or(Miss::Absent)?;
+    decode(BufReader::new(file.take(len)), len, key, Some(addrs))
+}
+
+/// All the kernel image's symbols from the cache in `dir`, when it is `key`'s.
+pub fn read_all(dir: &Dir, key: &Key) -> Option<Core> {
+    let (file, len) = open_file(dir)?;
+    decode(BufReader::new(file.take(len)), len, key, None).ok()
+}
+
+/// Whether the cache in `dir` is `key`'s (its header alone is read).
+pub fn is_current(dir: &Dir, key: &Key) -> bool {
+    open_file(dir).is_some_and(|(file, len)| header(&mut BufReader::new(file), len, key).is_some())
+}
+
+/// A cache's header: `lo`, `hi`, the count, the names' length.
+struct Header {
+    lo: u64,
+    hi: u64,
+    count: u32,
+    names_len: u32,
+}
+
+fn u32_of(r: &mut impl Read) -> Option<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).ok()?;
+    Some(u32::from_le_bytes(b))
+}
+
+fn u64_of(r: &mut impl Read) -> Option<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b).ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+/// The header of a cache of `len` bytes, when it is `key`'s and its counts add up to `len`.
+fn header(r: &mut impl Read, len: u64, key: &Key) -> Option<Header> {
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic).ok()?;
+    if &magic != MAGIC || u32_of(r)? != VERSION {
+        return None;
+    }
+    let key_len = usize::try_from(u32_of(r)?).ok()?;
+    if key_len != key.0.len() {
+        return None;
+    }
+    let mut k = vec![0u8; key_len];
+    r.read_exact(&mut k).ok()?;
+    if k != key.0 {
+        return None;
+    }
+    let h = Header {
+        lo: u64_of(r)?,
+        hi: u64_of(r)?,
+        count: u32_of(r)?,
+        names_len: u32_of(r)?,
+    };
+    let expected = (8 + 4 + 4 + 8 + 8 + 4 + 4 + key_len as u64)
+        + u64::from(h.count) * 8
+        + u64::from(h.names_len);
+    let fits = h.lo <= h.hi && h.hi - h.lo <= u64::from(u32::MAX) && h.count > 0;
+    (fits && expected == len).then_some(h)
+}
+
+/// A byte a cached name may have: what a `/proc/kallsyms` name the cache keeps has (the writer
+/// keeps none with other bytes).
+fn name_byte(b: u8) -> bool {
+    b.is_ascii_graphic()
+}
+
+/// The cache `r` gives (`len` bytes), checked whole: `key`'s, symbols sorted from `lo` within
+/// `hi`, every name within the names, non-empty, of [`name_byte`]s, the names' length and the
+/// file's size what the header says. With `want`, only the symbols that name those addresses
+/// (sorted, unique: the last symbol at or below each), and [`Miss::OutOfRange`] when one is not
+/// within `lo..=hi`.
+pub(super) fn decode(
+    mut r: impl Read,
+    len: u64,
+    key: &Key,
+    want: Option<&[u64]>,
+) -> Result<Core, Miss> {
+    let h = header(&mut r, len, key).ok_or(Miss::Absent)?;
+    if let Some(addrs) = want {
+        if addrs.iter().any(|a| !(h.lo..=h.hi).contains(a)) {
+            return Err(Miss::OutOfRange);
+        }
+    }
+    let bad = Miss::Absent;
+    let mut t = Table::default();
+    // With `want`: the symbols that name its addresses (address, name start and end), in order.
+    let mut picks: Vec<(u64, u32, u32)> = Vec::new();
+    let mut next = 0;
+    let mut last: Option<(u64, u32, u32)> = None;
+    for i in 0..h.count {
+        let (Some(delta), Some(end)) = (u32_of(&mut r), u32_of(&mut r)) else {
+            return Err(bad);
+        };
+        let Some(addr) = h.lo.checked_add(u64::from(delta)) else {
+            return Err(bad);
+        };
+        let start = last.map_or(0, |l| l.2);
+        let sorted = last.map_or(delta == 0, |l| l.0 <= addr);
+        let named = start < end && end <= h.names_len && end - start <= u32::from(u16::MAX);
+        if !sorted || !named || addr > h.hi {
+            return Err(bad);
+        }
+        match want {
+            None => t.entries.push(Entry {
+                addr,
+                name_at: start,
+                name_len: (end - start) as u16,
+                module: 0,
+            }),
+            Some(addrs) => {
+                // The addresses below this symbol are named by the one before (there is one:
+                // the first symbol is at `lo`, and no address is below it).
+                while addrs.get(next).is_some_and(|&a| a < addr) {
+                    let Some(l) = last else {
+                        return Err(bad);
+                    };
+                    if picks.last() != Some(&l) {
+                        picks.push(l);
+                    }
+                    next += 1;
+                }
+            }
+        }
+        last = Some((addr, start, end));
+        if i + 1 == h.count && end != h.names_len {
+            return Err(bad);
+        }
+    }
+    if let (Some(addrs), Some(l)) = (want, last) {
+        if next < addrs.len() && picks.last() != Some(&l) {
+            picks.push(l);
+        }
+    }
+    let names_len = h.names_len as usize;
+    if want.is_none() {
+        t.names = vec![0u8; names_len];
+        r.read_exact(&mut t.names).map_err(|_| bad)?;
+        if !t.names.iter().all(|&b| name_byte(b)) {
+            return Err(bad);
+        }
+    } else {
+        // Every name is checked; only the ones picked are kept.
+        let mut piece = vec![0u8; NAMES_PIECE.min(names_len)];
+        let mut at = 0usize;
+        let mut k = 0;
+        while at < names_len {
+            let n = piece.len().min(names_len - at);
+            let chunk = &mut piece[..n];
+            r.read_exact(chunk).map_err(|_| bad)?;
+            if !chunk.iter().all(|&b| name_byte(b)) {
+                return Err(bad);
+            }
+            let end = at + n;
+            while let Some(&(addr, s, e)) = picks.get(k) {
+                let (s, e) = (s as usize, e as usize);
+                let (from, to) = (s.max(at), e.min(end));
+                if from < to {
+                    t.names.extend_from_slice(&chunk[from - at..to - at]);
+                }
+                if e > end {
+                    break;
+                }
+                let name_at = u32::try_from(t.names.len() - (e - s)).map_err(|_| bad)?;
+                t.entries.push(Entry {
+                    addr,
+                    name_at,
+                    name_len: (e - s) as u16,
+                    module: 0,
+                });
+                k += 1;
+            }
+            at = end;
+        }
+    }
+    // Nothing after the names.
+    if r.read(&mut [0u8; 1]).map_or(true, |n| n != 0) {
+        return Err(bad);
+    }
+    t.lines = t.entries.len();
+    Ok(Core {
+        lo: h.lo,
+        hi: h.hi,
+        table: t,
+    })
+}
+
+/// The cache of the kernel image's symbols of `t` (`/proc/kallsyms` read whole, or its image's
+/// symbols), `key`'s: `None` where the image's symbols are not as a cache needs them (none; a
+/// module's, BPF program's or trampoline's among them; a name with other than
+/// [`name_byte`]s; more than 4 GiB of text).
+pub(super) fn encode(key: &Key, t: &Table) -> Option<Vec<u8>> {
+    let image = || t.entries.iter().filter(|e| e.module == 0);
+    let lo = image().next()?.addr;
+    // The running kernel's text ends at `_etext`: what follows (init text) is freed after boot.
+    let hi = image()
+        .find(|e| t.name_of(e) == b"_etext")
+        .map(|e| e.addr)
+        .filter(|&a| a >= lo)
+        .or_else(|| image().next_back().map(|e| e.addr))?;
+    if t.entries
+        .iter()
+        .any(|e| e.module != 0 && (lo..=hi).contains(&e.addr))
+    {
+        return None;
+    }
+    u32::try_from(hi - lo).ok()?;
+    let kept: Vec<&Entry> = image().take_while(|e| e.addr <= hi).collect();
+    let names_len: usize = kept.iter().map(|e| usize::from(e.name_len)).sum();
+    let mut out = Vec::with_capacity(64 + key.0.len() + kept.len() * 8 + names_len);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(key.0.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&key.0);
+    out.extend_from_slice(&lo.to_le_bytes());
+    out.extend_from_slice(&hi.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(kept.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(names_len).ok()?.to_le_bytes());
+    let mut end = 0u32;
+    for e in &kept {
+        let name = t.name_of(e);
+        if name.is_empty() || !name.iter().all(|&b| name_byte(b)) {
+            return None;
+        }
+        end = end.checked_add(u32::from(e.name_len))?;
+        out.extend_from_slice(&u32::try_from(e.addr - lo).ok()?.to_le_bytes());
+        out.extend_from_slice(&end.to_le_bytes());
+    }
+    for e in &kept {
+        out.extend_from_slice(t.name_of(e));
+    }
+    Some(out)
+}
+
+/// Writes the cache of `t` (see [`encode`]) into `dir` for `key`: to a fresh file of mode 0600,
+/// renamed into place, then the older cache files removed. Failing, nothing is said: the capture
+/// goes on without a cache.
+pub fn write(dir: &Dir, key: &Key, t: &Table) {
+    let Some(bytes) = encode(key, t) else {
+        return;
+    };
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let temp = format!(
+        "{TEMP}{}-{nanos}-{}",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    );
+    let Ok(fd) = rustix::fs::openat(
+        &dir.0,
+        &temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    ) else {
+        return;
+    };
+    let written = File::from(fd).write_all(&bytes);
+    if written.is_err() || rustix::fs::renameat(&dir.0, &temp, &dir.0, FILE).is_err() {
+        let _ = rustix::fs::unlinkat(&dir.0, &temp, AtFlags::empty());
+        return;
+    }
+    tidy(dir);
+}
+
+/// Removes the folder's other cache files (`kallsyms-*` but [`FILE`]), and temporary files a
+/// writer that died left: the folder holds one cache. Links are removed, never followed.
+fn tidy(dir: &Dir) {
+    let Ok(entries) = rustix::fs::Dir::read_from(&dir.0) else {
+        return;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    for entry in entries {
+        let Ok(entry) = entry else {
+            break;
+        };
+        let name: &CStr = entry.file_name();
+        let bytes = name.to_bytes();
+        let old = bytes.starts_with(OURS) && bytes != FILE.as_bytes();
+        let stale = bytes.starts_with(TEMP.as_bytes())
+            && rustix::fs::statat(&dir.0, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| now.saturating_sub(st.st_mtime) > STALE_TEMP_SECS);
+        if old || stale {
+            let _ = rustix::fs::unlinkat(&dir.0, name, AtFlags::empty());
+        }
+    }
+}
