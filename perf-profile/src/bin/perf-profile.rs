@@ -112,7 +112,11 @@ usage: perf-profile [-F HZ] [-a | -p PID,... | -- CMD ARGS...] [-d SECS] [-g fp|
   -o FILE            an output; the extension says the format: .pb.gz or .pprof (pprof),
                      .folded (folded stacks), .svg (flame graph), .otlp (OTLP profiles, alpha).
                      May be given several times.
-  -V, --version      print perf-profile's version and exit";
+  -V, --version      print perf-profile's version and exit
+
+The kernel image's symbols are cached per boot, so that only a boot's first capture reads
+/proc/kallsyms: in $PERF_PROFILE_CACHE_DIR, else root's /var/cache/perf-profile, another user's
+$XDG_CACHE_HOME/perf-profile or ~/.cache/perf-profile; PERF_PROFILE_CACHE_DIR= (empty) turns it off.";
 
 enum Fail {
     Usage(String),
