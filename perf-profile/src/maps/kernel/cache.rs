@@ -69,7 +69,7 @@ const MAX_KEY: usize = 4096;
 /// How much of the head of `/proc/kallsyms` the key's fingerprint covers.
 pub const HEAD_BYTES: usize = 4096;
 
-/// Names are read in pieces this large when only some are kept.
+/// The cache is read in pieces this large.
 const NAMES_PIECE: usize = 64 << 10;
 
 /// Where the cache's folder is, and whether the folders above it may be created.
@@ -257,13 +257,24 @@ fn open_file(dir: &Dir) -> Option<(File, u64)> {
 /// it is `key`'s and covers them all.
 pub fn read_for(dir: &Dir, key: &Key, addrs: &[u64]) -> Result<Core, Miss> {
     let (file, len) = open_file(dir).ok_or(Miss::Absent)?;
-    decode(BufReader::new(file.take(len)), len, key, Some(addrs))
+    decode(
+        BufReader::with_capacity(NAMES_PIECE, file.take(len)),
+        len,
+        key,
+        Some(addrs),
+    )
 }
 
 /// All the kernel image's symbols from the cache in `dir`, when it is `key`'s.
 pub fn read_all(dir: &Dir, key: &Key) -> Option<Core> {
     let (file, len) = open_file(dir)?;
-    decode(BufReader::new(file.take(len)), len, key, None).ok()
+    decode(
+        BufReader::with_capacity(NAMES_PIECE, file.take(len)),
+        len,
+        key,
+        None,
+    )
+    .ok()
 }
 
 /// Whether the cache in `dir` is `key`'s (its header alone is read).
