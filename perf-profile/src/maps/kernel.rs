@@ -916,29 +916,29 @@ mod tests {
         cache::Key::new("boot", "6.1.0", 42).unwrap()
     }
 
-    /// A cache of the image's symbols decodes to them (the same order of equal addresses), from
-    /// the first one to `_etext`; modules, BPF programs and init text after `_etext` are not in
-    /// it.
+    /// A cache of the image's symbols decodes to them (the same order of equal addresses), init
+    /// text included; modules' and BPF programs' are not in it, and there is no cache where one
+    /// lies among the image's.
     #[test]
     fn a_cache_decodes_to_the_image_symbols_it_was_made_of() {
         let whole = KernelSymbols::parse(&synthetic());
         let key = synthetic_key();
         let bytes = cache::encode(&key, whole.table()).unwrap();
         let core = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, None).unwrap();
-        assert_eq!((core.lo, core.hi), (0xffffffff81000000, 0xffffffff81002000));
-        let want: Vec<(u64, String)> = image_of(whole.table())
-            .into_iter()
-            .filter(|(a, _)| *a <= core.hi)
-            .collect();
+        assert_eq!((core.lo, core.hi), (0xffffffff81000000, 0xffffffff83000000));
+        let want = image_of(whole.table());
         assert_eq!(image_of(&core.table), want);
         assert!(want.iter().any(|(_, n)| n == "alias_of_fn_0"));
         let cached = KernelSymbols {
             table: OnceLock::from(core.table.clone()),
             ..KernelSymbols::default()
         };
-        for addr in core.lo..=core.hi {
+        for addr in (core.lo..=core.lo + 0x3000).chain(core.hi - 0x100..=core.hi) {
             assert_eq!(cached.find(addr), whole.find(addr), "{addr:#x}");
         }
+        // A module's symbol among the image's: no cache.
+        let mixed = KernelSymbols::parse(&(synthetic() + "ffffffff82000000 t inside\t[bpf]\n"));
+        assert!(cache::encode(&key, mixed.table()).is_none());
         // Some addresses only: the symbols that name them.
         let addrs = [0xffffffff81000000, 0xffffffff81000105, 0xffffffff81000fff];
         let only = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, Some(&addrs))
@@ -957,7 +957,7 @@ mod tests {
                 bytes.as_slice(),
                 bytes.len() as u64,
                 &key,
-                Some(&[0xffffffff81002001])
+                Some(&[0xffffffff83000001])
             )
             .unwrap_err(),
             cache::Miss::OutOfRange
@@ -1049,8 +1049,11 @@ mod tests {
         let bytes = cache::encode(&key, whole.table()).unwrap();
         let core = cache::decode(bytes.as_slice(), bytes.len() as u64, &key, None).unwrap();
         let t = whole.table();
-        if let Some(etext) = t.entries.iter().find(|e| t.name_of(e) == b"_etext") {
-            assert_eq!(core.hi, etext.addr);
+        let image = t.entries.iter().filter(|e| e.module == 0);
+        assert_eq!(core.hi, image.clone().next_back().unwrap().addr);
+        // Init text (the idle tasks' first frames) is in it.
+        if let Some(e) = image.clone().find(|e| t.name_of(e) == b"start_kernel") {
+            assert!(core.covers(e.addr));
         }
         let cached = KernelSymbols {
             table: OnceLock::from(core.table.clone()),
@@ -1117,13 +1120,6 @@ mod tests {
         // The next, from the cache: its names (changed here) are the ones given.
         let mut changed = t.clone();
         changed.names.make_ascii_uppercase();
-        // `_etext` as it was: where the cached text ends.
-        for e in &t.entries {
-            if t.name_of(e) == b"_etext" {
-                let at = e.name_at as usize;
-                changed.names[at..at + 6].copy_from_slice(b"_etext");
-            }
-        }
         fs::write(&file, cache::encode(&key, &changed).unwrap()).unwrap();
         let next = KernelSymbols::load_with(Some(place.clone()));
         next.read_only_for(image.iter().copied());

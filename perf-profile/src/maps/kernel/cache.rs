@@ -1,11 +1,12 @@
 //! The per-boot cache of the kernel image's text symbols, so that only a boot's first capture
 //! pays for reading `/proc/kallsyms` (tens of milliseconds of the kernel's time formatting it).
 //!
-//! Only the image's symbols are kept (those without a `[module]`), from the first one to `_etext`
-//! (or the image's last symbol where there is none): the text a running kernel executes, which
-//! nothing loaded later shares. Modules, BPF programs and ftrace trampolines come and go within a
-//! boot and are always read live. A cache answers an address only within that range, and is one
-//! of this boot's: its key is the boot id, the kernel release, and a fingerprint of the head of
+//! Only the image's symbols are kept (those without a `[module]`), its init text's included: from
+//! the first to the last, a range of the image's own that nothing loaded later shares (modules,
+//! BPF programs and trampolines are placed in memory of their own, apart from the image; a cache
+//! is not written where one of their symbols lies within it). Those come and go within a boot and
+//! are always read live. A cache answers an address only within that range, and is one of this
+//! boot's: its key is the boot id, the kernel release, and a fingerprint of the head of
 //! `/proc/kallsyms` (KASLR moves every address at each boot).
 //!
 //! The folder is the profiler's own ([`place`]): created mode 0700, then used only when it is a
@@ -463,13 +464,10 @@ pub(super) fn decode(
 /// [`name_byte`]s; more than 4 GiB of text).
 pub(super) fn encode(key: &Key, t: &Table) -> Option<Vec<u8>> {
     let image = || t.entries.iter().filter(|e| e.module == 0);
+    // Init text too (after `_etext`): freed after boot, but the idle tasks' stacks still start
+    // there (`start_kernel`, `start_secondary`), in every system-wide capture.
     let lo = image().next()?.addr;
-    // The running kernel's text ends at `_etext`: what follows (init text) is freed after boot.
-    let hi = image()
-        .find(|e| t.name_of(e) == b"_etext")
-        .map(|e| e.addr)
-        .filter(|&a| a >= lo)
-        .or_else(|| image().next_back().map(|e| e.addr))?;
+    let hi = image().next_back()?.addr;
     if t.entries
         .iter()
         .any(|e| e.module != 0 && (lo..=hi).contains(&e.addr))
@@ -477,7 +475,7 @@ pub(super) fn encode(key: &Key, t: &Table) -> Option<Vec<u8>> {
         return None;
     }
     u32::try_from(hi - lo).ok()?;
-    let kept: Vec<&Entry> = image().take_while(|e| e.addr <= hi).collect();
+    let kept: Vec<&Entry> = image().collect();
     let names_len: usize = kept.iter().map(|e| usize::from(e.name_len)).sum();
     let mut out = Vec::with_capacity(64 + key.0.len() + kept.len() * 8 + names_len);
     out.extend_from_slice(MAGIC);
