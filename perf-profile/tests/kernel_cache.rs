@@ -322,3 +322,132 @@ fn an_unsafe_cache_file_is_ignored() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Set in the copy of this test binary that [`a_system_wide_capture_names_every_kernel_frame_from_the_cache`]
+/// runs with `PERF_PROFILE_CACHE_DIR`.
+const CHILD: &str = "KERNEL_CACHE_TEST_CHILD";
+
+/// A system-wide capture's kernel frames (the idle tasks' first ones are in the image's init
+/// text) are named from the cache once it is written: a cache whose names were changed names
+/// every frame so, and the cache as written names them as `/proc/kallsyms` does. Run in a copy of
+/// this binary with `PERF_PROFILE_CACHE_DIR` set (the library reads it; the environment is the
+/// process's).
+#[test]
+fn a_system_wide_capture_names_every_kernel_frame_from_the_cache() {
+    if std::env::var_os(CHILD).is_some() {
+        return system_wide_child();
+    }
+    if !may_run() {
+        return;
+    }
+    let dir = scratch("kernel-cache-system");
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_system_wide_capture_names_every_kernel_frame_from_the_cache",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .env("PERF_PROFILE_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap();
+    print!("{}", text(&o.stdout));
+    assert!(
+        o.status.success() && text(&o.stdout).contains("1 passed"),
+        "the child failed: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A second of the whole system: each kernel frame's address, the name the profile gives it, and
+/// the name `/proc/kallsyms` gives it when it is the kernel image's.
+fn system_wide() -> Vec<(u64, String, String)> {
+    use perf_profile::aggregate::{Frame, FrameId};
+    use perf_profile::{Options, Profiler, Target};
+    let mut opts = Options::default();
+    opts.frequency = 999;
+    let mut p = Profiler::start(Target::System, &opts).unwrap();
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        p.poll(Duration::from_millis(50)).unwrap();
+    }
+    let profile = p.finish().unwrap();
+    let whole = KernelSymbols::parse(&fs::read_to_string("/proc/kallsyms").unwrap());
+    let mut out = Vec::new();
+    for (i, f) in profile.stacks().frames().iter().enumerate() {
+        let Frame::Kernel { addr } = *f else {
+            continue;
+        };
+        let Some(s) = whole.find(addr).filter(|s| s.module.is_none()) else {
+            continue;
+        };
+        let lines = profile.lines(FrameId(i as u32));
+        assert_eq!(lines.len(), 1, "{addr:#x}: {lines:?}");
+        out.push((addr, lines[0].function.clone(), s.name.to_owned()));
+    }
+    assert!(
+        out.len() > 3,
+        "kernel frames of a system-wide second: {out:?}"
+    );
+    out
+}
+
+fn system_wide_child() {
+    let cache = PathBuf::from(std::env::var_os("PERF_PROFILE_CACHE_DIR").unwrap());
+    // The first: /proc/kallsyms read, the cache written.
+    let first = system_wide();
+    for (addr, named, live) in &first {
+        assert_eq!(named, live, "{addr:#x}");
+    }
+    let files = cache_files(&cache);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let written = fs::read(&files[0]).unwrap();
+
+    // The names the first capture gave, each written in capitals in the cache: a capture
+    // named from it gives them so (or partly so, where one contains another).
+    let mut seen: Vec<&str> = first.iter().map(|f| f.2.as_str()).collect();
+    seen.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    seen.dedup();
+    let mut changed = written.clone();
+    for name in seen.iter().filter(|n| n.len() >= 6) {
+        changed = replace(
+            &changed,
+            name.as_bytes(),
+            name.to_ascii_uppercase().as_bytes(),
+        )
+        .0;
+    }
+    fs::write(&files[0], &changed).unwrap();
+    let second = system_wide();
+    let mut from_cache = 0;
+    for (addr, named, live) in &second {
+        if seen.contains(&live.as_str())
+            && live.len() >= 6
+            && live.chars().any(|c| c.is_ascii_lowercase())
+        {
+            assert!(
+                named != live && named.eq_ignore_ascii_case(live),
+                "{addr:#x}: {named} not from the cache"
+            );
+            from_cache += 1;
+        }
+    }
+    assert!(
+        from_cache > 0,
+        "no frame of the second capture was named in the first: {second:?}"
+    );
+
+    // The cache as written names every kernel frame as /proc/kallsyms does.
+    fs::write(&files[0], &written).unwrap();
+    for (addr, named, live) in system_wide() {
+        assert_eq!(named, live, "{addr:#x}");
+    }
+    println!(
+        "{} kernel frames named from /proc/kallsyms, then {from_cache} of {} from the cache",
+        first.len(),
+        second.len()
+    );
+}
