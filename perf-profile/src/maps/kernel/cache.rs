@@ -30,7 +30,7 @@
 
 use std::ffi::CStr;
 use std::fs::{self, DirBuilder, File};
-use std::io::{BufReader, ErrorKind, Read, Write};
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::PathBuf;
@@ -458,55 +458,87 @@ pub(super) fn decode(
     })
 }
 
-/// The cache of the kernel image's symbols of `t` (`/proc/kallsyms` read whole, or its image's
-/// symbols), `key`'s: `None` where the image's symbols are not as a cache needs them (none; a
-/// module's, BPF program's or trampoline's among them; a name with other than
-/// [`name_byte`]s; more than 4 GiB of text).
+/// The cache of `t` for `key` (see [`Plan::of`]), in memory.
+#[cfg(test)]
 pub(super) fn encode(key: &Key, t: &Table) -> Option<Vec<u8>> {
-    let image = || t.entries.iter().filter(|e| e.module == 0);
-    // Init text too (after `_etext`): freed after boot, but the idle tasks' stacks still start
-    // there (`start_kernel`, `start_secondary`), in every system-wide capture.
-    let lo = image().next()?.addr;
-    let hi = image().next_back()?.addr;
-    if t.entries
-        .iter()
-        .any(|e| e.module != 0 && (lo..=hi).contains(&e.addr))
-    {
-        return None;
-    }
-    u32::try_from(hi - lo).ok()?;
-    let kept: Vec<&Entry> = image().collect();
-    let names_len: usize = kept.iter().map(|e| usize::from(e.name_len)).sum();
-    let mut out = Vec::with_capacity(64 + key.0.len() + kept.len() * 8 + names_len);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(key.0.len()).ok()?.to_le_bytes());
-    out.extend_from_slice(&key.0);
-    out.extend_from_slice(&lo.to_le_bytes());
-    out.extend_from_slice(&hi.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(kept.len()).ok()?.to_le_bytes());
-    out.extend_from_slice(&u32::try_from(names_len).ok()?.to_le_bytes());
-    let mut end = 0u32;
-    for e in &kept {
-        let name = t.name_of(e);
-        if name.is_empty() || !name.iter().all(|&b| name_byte(b)) {
-            return None;
-        }
-        end = end.checked_add(u32::from(e.name_len))?;
-        out.extend_from_slice(&u32::try_from(e.addr - lo).ok()?.to_le_bytes());
-        out.extend_from_slice(&end.to_le_bytes());
-    }
-    for e in &kept {
-        out.extend_from_slice(t.name_of(e));
-    }
+    let mut out = Vec::new();
+    Plan::of(t)?.write(key, t, &mut out).ok()?;
     Some(out)
 }
 
-/// Writes the cache of `t` (see [`encode`]) into `dir` for `key`: to a fresh file of mode 0600,
+/// What a cache of a table holds: its range, count and names' length.
+struct Plan {
+    lo: u64,
+    hi: u64,
+    count: u32,
+    names_len: u32,
+}
+
+impl Plan {
+    /// The cache of the kernel image's symbols of `t` (`/proc/kallsyms` read whole, or its
+    /// image's symbols): `None` where they are not as a cache needs them (none; a module's, BPF
+    /// program's or trampoline's among them; a name with other than [`name_byte`]s; more than 4
+    /// GiB of text).
+    fn of(t: &Table) -> Option<Self> {
+        let image = || t.entries.iter().filter(|e| e.module == 0);
+        // Init text too (after `_etext`): freed after boot, but the idle tasks' stacks still
+        // start there (`start_kernel`, `start_secondary`), in every system-wide capture.
+        let lo = image().next()?.addr;
+        let hi = image().next_back()?.addr;
+        if t.entries
+            .iter()
+            .any(|e| e.module != 0 && (lo..=hi).contains(&e.addr))
+        {
+            return None;
+        }
+        u32::try_from(hi - lo).ok()?;
+        let mut names_len = 0u32;
+        for e in image() {
+            let name = t.name_of(e);
+            if name.is_empty() || !name.iter().all(|&b| name_byte(b)) {
+                return None;
+            }
+            names_len = names_len.checked_add(u32::from(e.name_len))?;
+        }
+        Some(Self {
+            lo,
+            hi,
+            count: u32::try_from(image().count()).ok()?,
+            names_len,
+        })
+    }
+
+    /// Writes the cache of `t` for `key` to `w`.
+    fn write(&self, key: &Key, t: &Table, mut w: impl Write) -> std::io::Result<()> {
+        let key_len = key.0.len() as u32;
+        w.write_all(MAGIC)?;
+        w.write_all(&VERSION.to_le_bytes())?;
+        w.write_all(&key_len.to_le_bytes())?;
+        w.write_all(&key.0)?;
+        w.write_all(&self.lo.to_le_bytes())?;
+        w.write_all(&self.hi.to_le_bytes())?;
+        w.write_all(&self.count.to_le_bytes())?;
+        w.write_all(&self.names_len.to_le_bytes())?;
+        let image = || t.entries.iter().filter(|e| e.module == 0);
+        let mut end = 0u32;
+        for e in image() {
+            // Within u32: checked by `of`.
+            end += u32::from(e.name_len);
+            w.write_all(&((e.addr - self.lo) as u32).to_le_bytes())?;
+            w.write_all(&end.to_le_bytes())?;
+        }
+        for e in image() {
+            w.write_all(t.name_of(e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the cache of `t` (see [`Plan::of`]) into `dir` for `key`: to a fresh file of mode 0600,
 /// renamed into place, then the older cache files removed. Failing, nothing is said: the capture
 /// goes on without a cache.
 pub fn write(dir: &Dir, key: &Key, t: &Table) {
-    let Some(bytes) = encode(key, t) else {
+    let Some(plan) = Plan::of(t) else {
         return;
     };
     static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -526,7 +558,10 @@ pub fn write(dir: &Dir, key: &Key, t: &Table) {
     ) else {
         return;
     };
-    let written = File::from(fd).write_all(&bytes);
+    // Straight to the file: the first capture of a boot holds the table already.
+    let mut out = BufWriter::with_capacity(NAMES_PIECE, File::from(fd));
+    let written = plan.write(key, t, &mut out).and_then(|()| out.flush());
+    drop(out);
     if written.is_err() || rustix::fs::renameat(&dir.0, &temp, &dir.0, FILE).is_err() {
         let _ = rustix::fs::unlinkat(&dir.0, &temp, AtFlags::empty());
         return;
