@@ -358,7 +358,7 @@ fn scan<S: Source>(
         is64, endian: e, ..
     } = *elf.header();
     let entry: u64 = if is64 { 24 } else { 16 };
-    if s.size % entry != 0 {
+    if !s.size.is_multiple_of(entry) {
         return None;
     }
     let mut groups = vec![Group::default(); addrs.len()];
