@@ -44,6 +44,7 @@ mod kept;
 #[cfg(feature = "symbolize")]
 mod scan;
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,6 +171,7 @@ pub struct Symbols {
     lines_evicted: u64,
     /// [`Mode::Local`]: files named by one pass over their symbol tables (no DWARF, nothing kept)
     /// rather than by blazesym.
+    #[cfg(feature = "symbolize")]
     scanned: u64,
 }
 
@@ -241,6 +243,7 @@ impl Symbols {
             lines_used: 0,
             lines_charge: None,
             lines_evicted: 0,
+            #[cfg(feature = "symbolize")]
             scanned: 0,
         }
     }
@@ -271,6 +274,15 @@ impl Symbols {
         self.kept.set_bytes(bytes);
         #[cfg(not(feature = "symbolize"))]
         let _ = bytes;
+    }
+
+    /// Whether nothing read for a batch is kept after it (the kept files' bytes are 0, as in a
+    /// capture's final snapshot): a file is then read for the offsets asked only.
+    fn keeps_nothing(&self) -> bool {
+        #[cfg(feature = "symbolize")]
+        return self.kept.keeps_nothing();
+        #[cfg(not(feature = "symbolize"))]
+        false
     }
 
     /// [`Mode::Local`]'s kept files now and since the start: see [`KeptFiles`].
@@ -609,13 +621,18 @@ impl Symbols {
             while self.budget.available() < FUNCTION_TABLES_BYTES && self.tables.pop_lru() {}
         }
         let max = self.budget.available() as u64;
+        // The final snapshot (nothing kept after it): a table read now names this batch only, so
+        // it holds the functions that name these offsets, not all of them sorted.
+        let only = cached.is_none() && self.keeps_nothing();
         let (p, id, offs) = (
             path.to_string(),
             build_id.map(<[u8]>::to_vec),
             offsets.to_vec(),
         );
         let work = move || {
-            let table = cached.or_else(|| FunctionTable::read(&p, pid, id.as_deref(), max));
+            let table = cached.or_else(|| {
+                FunctionTable::read(&p, pid, id.as_deref(), max, only.then_some(&offs[..]))
+            });
             let names = table.as_ref().and_then(|t| t.names(&p, pid, &offs));
             (table, names)
         };
@@ -629,7 +646,7 @@ impl Symbols {
             table.charge = None;
             table.charge = self.budget.charge(cost);
         }
-        if table.charge.is_some() {
+        if table.charge.is_some() && !only {
             let _ = self.tables.insert(key, table, cost);
         }
         let Some(names) = names else {
@@ -960,7 +977,16 @@ impl FunctionTable {
     /// nothing and is not read again while kept). A file without `.symtab` (a distribution's
     /// stripped libc: `.dynsym` only) takes its separate debug file's `.symtab` too, as perf does,
     /// where one is installed under `/usr/lib/debug/.build-id/` (root's, opened beneath it).
-    fn read(path: &str, pid: Option<u32>, build_id: Option<&[u8]>, max: u64) -> Option<Self> {
+    ///
+    /// `only`: the file offsets the table is read for (it then holds the functions that name them,
+    /// and names nothing else right).
+    fn read(
+        path: &str,
+        pid: Option<u32>,
+        build_id: Option<&[u8]>,
+        max: u64,
+        only: Option<&[u64]>,
+    ) -> Option<Self> {
         let mut table = Self::default();
         let Ok(file) = untrusted::open(path, pid) else {
             return Some(table);
@@ -982,7 +1008,7 @@ impl FunctionTable {
             .filter(|p| p.kind == crate::elf::PT_LOAD)
             .map(|p| (p.offset, p.filesz, p.vaddr))
             .collect();
-        let mut symbols = Vec::new();
+        let mut symbols = Collect::new(only.map(|o| table.addresses(o)));
         let mut left = max;
         let has_symtab = table.symbols(&mut elf, false, &mut symbols, &mut left);
         let debug = build_id
@@ -1000,8 +1026,25 @@ impl FunctionTable {
                 table.debug = Some(debug);
             }
         }
-        table.fill(symbols);
+        table.fill(symbols.into_symbols());
         Some(table)
+    }
+
+    /// The addresses of file offsets `offsets` (those in a segment), sorted.
+    fn addresses(&self, offsets: &[u64]) -> Vec<u64> {
+        let mut addrs: Vec<u64> = offsets
+            .iter()
+            .filter_map(|&o| {
+                let &(seg_off, _, vaddr) = self
+                    .segments
+                    .iter()
+                    .find(|&&(s, size, _)| o >= s && o - s < size)?;
+                vaddr.checked_add(o - seg_off)
+            })
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
     }
 
     /// Adds the functions of `elf`'s `.symtab` and `.dynsym` (those of a debug file: `debug`) to
@@ -1010,7 +1053,7 @@ impl FunctionTable {
         &mut self,
         elf: &mut crate::elf::Elf<impl crate::elf::Source>,
         debug: bool,
-        symbols: &mut Vec<RawSymbol>,
+        symbols: &mut Collect,
         left: &mut u64,
     ) -> bool {
         /// `sh_flags` of a compressed section.
@@ -1119,14 +1162,7 @@ impl FunctionTable {
     /// last to the end of the page after its own), as perf's `symbols__fixup_end` reads them;
     /// others end where their size says, so that code past them is named by none.
     fn fill(&mut self, mut symbols: Vec<RawSymbol>) {
-        // STB_GLOBAL 1, STB_WEAK 2, STB_LOCAL 0, others after.
-        let binding = |b: u8| match b {
-            1 => 0,
-            2 => 1,
-            0 => 2,
-            _ => 3,
-        };
-        symbols.sort_unstable_by_key(|s| (s.0, s.1 == 0, binding(s.4), s.3, s.2));
+        symbols.sort_unstable_by_key(|s| (s.0, alias_order(s)));
         symbols.dedup_by_key(|s| s.0);
         // In place: the end replaces the size (a size of 0 ends at the next start).
         for i in 0..symbols.len() {
@@ -1143,12 +1179,98 @@ impl FunctionTable {
     }
 }
 
+/// Of the aliases at one address, those first that [`FunctionTable::fill`] keeps: with a size,
+/// then global (`STB_GLOBAL`) before weak before local before others, then by string table and
+/// name.
+fn alias_order(s: &RawSymbol) -> (bool, u8, u8, u32) {
+    let binding = match s.4 {
+        1 => 0,
+        2 => 1,
+        0 => 2,
+        _ => 3,
+    };
+    (s.1 == 0, binding, s.3, s.2)
+}
+
+/// Where [`FunctionTable::symbols`] puts the functions it reads: all of them, or only those a
+/// table read for some addresses needs (`select`) to name them as the whole table would. That
+/// takes one pass with a binary search over the addresses per function (no sort of them all): for
+/// an address, the function at the greatest start at or below it (the first of its aliases in
+/// [`alias_order`]), and the least start above it (where one of size 0 ends).
+#[derive(Debug)]
+struct Collect {
+    all: Vec<RawSymbol>,
+    select: Option<Select>,
+}
+
+/// The functions kept for `addrs` (sorted): `at[i]`, of those whose start is in `(addrs[i - 1],
+/// addrs[i]]`, the one at the greatest start; `next[i]`, of those whose start is in `(addrs[i],
+/// addrs[i + 1]]` (or above the last), the one at the least.
+#[derive(Debug)]
+struct Select {
+    addrs: Vec<u64>,
+    at: Vec<Option<RawSymbol>>,
+    next: Vec<Option<RawSymbol>>,
+}
+
+impl Collect {
+    fn new(addrs: Option<Vec<u64>>) -> Self {
+        Self {
+            all: Vec::new(),
+            select: addrs.map(|addrs| Select {
+                at: vec![None; addrs.len()],
+                next: vec![None; addrs.len()],
+                addrs,
+            }),
+        }
+    }
+
+    fn push(&mut self, s: RawSymbol) {
+        let Some(sel) = &mut self.select else {
+            self.all.push(s);
+            return;
+        };
+        let i = sel.addrs.partition_point(|&a| a < s.0);
+        if let Some(at) = sel.at.get_mut(i) {
+            if at.is_none_or(|c| (c.0, Reverse(alias_order(&c))) < (s.0, Reverse(alias_order(&s))))
+            {
+                *at = Some(s);
+            }
+        }
+        if let Some(next) = i.checked_sub(1).and_then(|i| sel.next.get_mut(i)) {
+            if next.is_none_or(|c| (s.0, alias_order(&s)) < (c.0, alias_order(&c))) {
+                *next = Some(s);
+            }
+        }
+    }
+
+    /// What the table is filled with.
+    fn into_symbols(self) -> Vec<RawSymbol> {
+        match self.select {
+            None => self.all,
+            Some(sel) => sel.at.into_iter().chain(sel.next).flatten().collect(),
+        }
+    }
+}
+
 /// The function table of an ELF file whose bytes `elf` reads (the fuzz target's way in: no file
 /// is opened), and for each of `offsets` the name's (string table, offset) it finds there.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn function_table_of(
     elf: &mut crate::elf::Elf<impl crate::elf::Source>,
     offsets: &[u64],
+) -> Vec<Option<(u8, u32)>> {
+    table_of(elf, offsets, false, 1 << 20)
+}
+
+/// [`function_table_of`] within `budget` bytes of symbols; `select`: the table read for `offsets`
+/// only (as the final snapshot reads it).
+#[cfg(any(test, feature = "fuzzing"))]
+fn table_of(
+    elf: &mut crate::elf::Elf<impl crate::elf::Source>,
+    offsets: &[u64],
+    select: bool,
+    mut budget: u64,
 ) -> Vec<Option<(u8, u32)>> {
     let mut table = FunctionTable {
         segments: elf
@@ -1160,12 +1282,13 @@ pub(crate) fn function_table_of(
             .collect(),
         ..FunctionTable::default()
     };
-    let mut symbols = Vec::new();
-    table.symbols(elf, false, &mut symbols, &mut (1 << 20));
-    table.fill(symbols);
+    let mut symbols = Collect::new(select.then(|| table.addresses(offsets)));
+    table.symbols(elf, false, &mut symbols, &mut budget);
+    table.fill(symbols.into_symbols());
     // A filled table is sorted by start, one function per start, none ending before it starts.
     assert!(table.functions.windows(2).all(|w| w[0].0 < w[1].0));
     assert!(table.functions.iter().all(|f| f.0 <= f.1));
+    assert!(!select || table.functions.len() <= 2 * offsets.len());
     offsets.iter().map(|&o| table.function_at(o)).collect()
 }
 
@@ -1895,6 +2018,63 @@ mod tests {
             }
         }
         assert!(compared > 1000, "{compared}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// [`Mode::Functions`]'s final snapshot reads a file's table for the offsets asked only (one
+    /// pass, the functions that name them kept, not all of them sorted): it names every offset of
+    /// the real files as the whole table does, and a final resolve names frames as one that keeps
+    /// the table, keeping none.
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn the_final_function_table_names_every_offset_as_the_whole_table_does() {
+        let dir = std::env::temp_dir().join(format!("pp-fscan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut compared = 0;
+        for (what, path) in real_files(&dir) {
+            let file = std::fs::File::open(&path).unwrap();
+            let size = std::fs::metadata(&path).unwrap().len();
+            let offsets = offsets_to_name(&path, (size >> 16).max(1) as usize);
+            let table = |select| {
+                let mut elf = crate::elf::of(&file).unwrap();
+                table_of(&mut elf, &offsets, select, 1 << 30)
+            };
+            let (whole, selected) = (table(false), table(true));
+            for (i, (w, s)) in whole.iter().zip(&selected).enumerate() {
+                assert_eq!(w, s, "{what} {:#x}", offsets[i]);
+            }
+            let named = whole.iter().filter(|w| w.is_some()).count();
+            println!("{what}: {} offsets, {named} named", offsets.len());
+            assert!(named > 0, "{what}");
+            compared += offsets.len();
+            if what == "prog" {
+                let base = 0x5500_0000_0000;
+                let mut maps = AddressSpaces::new();
+                maps.mmap(2, base, 1 << 30, 0, &path, None);
+                let frames: Vec<Frame> = offsets
+                    .iter()
+                    .map(|&o| Frame::User {
+                        mapping: maps.find(2, base + o).unwrap(),
+                        addr: base + o,
+                    })
+                    .collect();
+                let kernel = KernelSymbols::default();
+                let mut kept = Symbols::new(Mode::Functions);
+                kept.resolve(&frames, &maps, &kernel);
+                assert_eq!(kept.function_tables().1, 1);
+                let mut last = Symbols::new(Mode::Functions);
+                last.set_kept_files_bytes(0);
+                last.resolve(&frames, &maps, &kernel);
+                assert_eq!(last.function_tables(), (0, 0));
+                for f in &frames {
+                    assert_eq!(last.lines(f), kept.lines(f), "{f:?}");
+                }
+                assert!(frames
+                    .iter()
+                    .any(|f| last.lines(f).iter().any(|l| l.function == "twice")));
+            }
+        }
+        assert!(compared > 3000, "{compared}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
