@@ -18,7 +18,10 @@
 //! symbolized again. A continuous capture ([`Symbols::end_interval`]) forgets the frames
 //! (by mapping) that no stack named in the last [`KEEP_INTERVALS`] intervals, and with
 //! [`Mode::Functions`] the file offsets too, so the cache follows what runs rather than all that
-//! ever ran.
+//! ever ran. A batch after which nothing is kept (a capture's final snapshot, where the kept
+//! bytes are 0) names what blazesym would name from a file's ELF symbols by one pass over its
+//! symbol tables instead (`scan`): blazesym would sort the whole table first (`node`'s 109 848
+//! symbols) to name a few addresses once; DWARF's addresses still go to blazesym.
 //!
 //! [`Mode::Functions`] names frames from the ELF symbol tables only, as perf does by default, read
 //! here without blazesym: each file's functions are read once into a compact table (start, end,
@@ -38,7 +41,10 @@
 
 #[cfg(feature = "symbolize")]
 mod kept;
+#[cfg(feature = "symbolize")]
+mod scan;
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,6 +169,10 @@ pub struct Symbols {
     lines_used: usize,
     lines_charge: Option<Charge>,
     lines_evicted: u64,
+    /// [`Mode::Local`]: files named by one pass over their symbol tables (no DWARF, nothing kept)
+    /// rather than by blazesym.
+    #[cfg(feature = "symbolize")]
+    scanned: u64,
 }
 
 /// A file: its path and build id.
@@ -233,6 +243,8 @@ impl Symbols {
             lines_used: 0,
             lines_charge: None,
             lines_evicted: 0,
+            #[cfg(feature = "symbolize")]
+            scanned: 0,
         }
     }
 
@@ -262,6 +274,15 @@ impl Symbols {
         self.kept.set_bytes(bytes);
         #[cfg(not(feature = "symbolize"))]
         let _ = bytes;
+    }
+
+    /// Whether nothing read for a batch is kept after it (the kept files' bytes are 0, as in a
+    /// capture's final snapshot): a file is then read for the offsets asked only.
+    fn keeps_nothing(&self) -> bool {
+        #[cfg(feature = "symbolize")]
+        return self.kept.keeps_nothing();
+        #[cfg(not(feature = "symbolize"))]
+        false
     }
 
     /// [`Mode::Local`]'s kept files now and since the start: see [`KeptFiles`].
@@ -600,13 +621,18 @@ impl Symbols {
             while self.budget.available() < FUNCTION_TABLES_BYTES && self.tables.pop_lru() {}
         }
         let max = self.budget.available() as u64;
+        // The final snapshot (nothing kept after it): a table read now names this batch only, so
+        // it holds the functions that name these offsets, not all of them sorted.
+        let only = cached.is_none() && self.keeps_nothing();
         let (p, id, offs) = (
             path.to_string(),
             build_id.map(<[u8]>::to_vec),
             offsets.to_vec(),
         );
         let work = move || {
-            let table = cached.or_else(|| FunctionTable::read(&p, pid, id.as_deref(), max));
+            let table = cached.or_else(|| {
+                FunctionTable::read(&p, pid, id.as_deref(), max, only.then_some(&offs[..]))
+            });
             let names = table.as_ref().and_then(|t| t.names(&p, pid, &offs));
             (table, names)
         };
@@ -620,7 +646,7 @@ impl Symbols {
             table.charge = None;
             table.charge = self.budget.charge(cost);
         }
-        if table.charge.is_some() {
+        if table.charge.is_some() && !only {
             let _ = self.tables.insert(key, table, cost);
         }
         let Some(names) = names else {
@@ -654,8 +680,44 @@ impl Symbols {
         build_id: Option<&[u8]>,
         offsets: &[u64],
     ) -> Option<(Vec<Vec<Line>>, bool)> {
-        let job = self.kept.job(path, pid, build_id, offsets);
-        self.run(load, job).flatten()
+        if !self.kept.keeps_nothing() {
+            let job = self.kept.job(path, pid, build_id, offsets);
+            return self.run(load, job).flatten();
+        }
+        // Nothing is kept after this batch (a capture's final snapshot): what blazesym would name
+        // from the file's ELF symbols is named by one pass over them, not by sorting them all
+        // first (see `scan`); blazesym names the rest (DWARF's, or the whole file).
+        let ask = self.kept.asker(path, pid, build_id);
+        let offs = offsets.to_vec();
+        let (p, id) = (path.to_owned(), build_id.map(<[u8]>::to_vec));
+        let job = move || {
+            let Some((scan, changed)) = scanned(&p, pid, id.as_deref(), &offs) else {
+                return ask(offs).map(|done| (done, false));
+            };
+            if changed {
+                return Some(((vec![Vec::new(); offs.len()], true), false));
+            }
+            let rest: Vec<u64> = offs
+                .iter()
+                .zip(&scan)
+                .filter(|(_, l)| l.is_none())
+                .map(|(&o, _)| o)
+                .collect();
+            let (mut named, changed) = if rest.is_empty() {
+                (Vec::new(), false)
+            } else {
+                ask(rest)?
+            };
+            named.reverse();
+            let lines = scan
+                .into_iter()
+                .map(|l| l.unwrap_or_else(|| named.pop().unwrap_or_default()))
+                .collect();
+            Some(((lines, changed), true))
+        };
+        let (done, scan) = self.run(load, job).flatten()?;
+        self.scanned += u64::from(scan);
+        Some(done)
     }
 
     /// Without blazesym, user frames stay unresolved.
@@ -915,7 +977,16 @@ impl FunctionTable {
     /// nothing and is not read again while kept). A file without `.symtab` (a distribution's
     /// stripped libc: `.dynsym` only) takes its separate debug file's `.symtab` too, as perf does,
     /// where one is installed under `/usr/lib/debug/.build-id/` (root's, opened beneath it).
-    fn read(path: &str, pid: Option<u32>, build_id: Option<&[u8]>, max: u64) -> Option<Self> {
+    ///
+    /// `only`: the file offsets the table is read for (it then holds the functions that name them,
+    /// and names nothing else right).
+    fn read(
+        path: &str,
+        pid: Option<u32>,
+        build_id: Option<&[u8]>,
+        max: u64,
+        only: Option<&[u64]>,
+    ) -> Option<Self> {
         let mut table = Self::default();
         let Ok(file) = untrusted::open(path, pid) else {
             return Some(table);
@@ -937,7 +1008,7 @@ impl FunctionTable {
             .filter(|p| p.kind == crate::elf::PT_LOAD)
             .map(|p| (p.offset, p.filesz, p.vaddr))
             .collect();
-        let mut symbols = Vec::new();
+        let mut symbols = Collect::new(only.map(|o| table.addresses(o)));
         let mut left = max;
         let has_symtab = table.symbols(&mut elf, false, &mut symbols, &mut left);
         let debug = build_id
@@ -955,8 +1026,25 @@ impl FunctionTable {
                 table.debug = Some(debug);
             }
         }
-        table.fill(symbols);
+        table.fill(symbols.into_symbols());
         Some(table)
+    }
+
+    /// The addresses of file offsets `offsets` (those in a segment), sorted.
+    fn addresses(&self, offsets: &[u64]) -> Vec<u64> {
+        let mut addrs: Vec<u64> = offsets
+            .iter()
+            .filter_map(|&o| {
+                let &(seg_off, _, vaddr) = self
+                    .segments
+                    .iter()
+                    .find(|&&(s, size, _)| o >= s && o - s < size)?;
+                vaddr.checked_add(o - seg_off)
+            })
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
     }
 
     /// Adds the functions of `elf`'s `.symtab` and `.dynsym` (those of a debug file: `debug`) to
@@ -965,7 +1053,7 @@ impl FunctionTable {
         &mut self,
         elf: &mut crate::elf::Elf<impl crate::elf::Source>,
         debug: bool,
-        symbols: &mut Vec<RawSymbol>,
+        symbols: &mut Collect,
         left: &mut u64,
     ) -> bool {
         /// `sh_flags` of a compressed section.
@@ -1074,14 +1162,7 @@ impl FunctionTable {
     /// last to the end of the page after its own), as perf's `symbols__fixup_end` reads them;
     /// others end where their size says, so that code past them is named by none.
     fn fill(&mut self, mut symbols: Vec<RawSymbol>) {
-        // STB_GLOBAL 1, STB_WEAK 2, STB_LOCAL 0, others after.
-        let binding = |b: u8| match b {
-            1 => 0,
-            2 => 1,
-            0 => 2,
-            _ => 3,
-        };
-        symbols.sort_unstable_by_key(|s| (s.0, s.1 == 0, binding(s.4), s.3, s.2));
+        symbols.sort_unstable_by_key(|s| (s.0, alias_order(s)));
         symbols.dedup_by_key(|s| s.0);
         // In place: the end replaces the size (a size of 0 ends at the next start).
         for i in 0..symbols.len() {
@@ -1098,12 +1179,98 @@ impl FunctionTable {
     }
 }
 
+/// Of the aliases at one address, those first that [`FunctionTable::fill`] keeps: with a size,
+/// then global (`STB_GLOBAL`) before weak before local before others, then by string table and
+/// name.
+fn alias_order(s: &RawSymbol) -> (bool, u8, u8, u32) {
+    let binding = match s.4 {
+        1 => 0,
+        2 => 1,
+        0 => 2,
+        _ => 3,
+    };
+    (s.1 == 0, binding, s.3, s.2)
+}
+
+/// Where [`FunctionTable::symbols`] puts the functions it reads: all of them, or only those a
+/// table read for some addresses needs (`select`) to name them as the whole table would. That
+/// takes one pass with a binary search over the addresses per function (no sort of them all): for
+/// an address, the function at the greatest start at or below it (the first of its aliases in
+/// [`alias_order`]), and the least start above it (where one of size 0 ends).
+#[derive(Debug)]
+struct Collect {
+    all: Vec<RawSymbol>,
+    select: Option<Select>,
+}
+
+/// The functions kept for `addrs` (sorted): `at[i]`, of those whose start is in `(addrs[i - 1],
+/// addrs[i]]`, the one at the greatest start; `next[i]`, of those whose start is in `(addrs[i],
+/// addrs[i + 1]]` (or above the last), the one at the least.
+#[derive(Debug)]
+struct Select {
+    addrs: Vec<u64>,
+    at: Vec<Option<RawSymbol>>,
+    next: Vec<Option<RawSymbol>>,
+}
+
+impl Collect {
+    fn new(addrs: Option<Vec<u64>>) -> Self {
+        Self {
+            all: Vec::new(),
+            select: addrs.map(|addrs| Select {
+                at: vec![None; addrs.len()],
+                next: vec![None; addrs.len()],
+                addrs,
+            }),
+        }
+    }
+
+    fn push(&mut self, s: RawSymbol) {
+        let Some(sel) = &mut self.select else {
+            self.all.push(s);
+            return;
+        };
+        let i = sel.addrs.partition_point(|&a| a < s.0);
+        if let Some(at) = sel.at.get_mut(i) {
+            if at.is_none_or(|c| (c.0, Reverse(alias_order(&c))) < (s.0, Reverse(alias_order(&s))))
+            {
+                *at = Some(s);
+            }
+        }
+        if let Some(next) = i.checked_sub(1).and_then(|i| sel.next.get_mut(i)) {
+            if next.is_none_or(|c| (s.0, alias_order(&s)) < (c.0, alias_order(&c))) {
+                *next = Some(s);
+            }
+        }
+    }
+
+    /// What the table is filled with.
+    fn into_symbols(self) -> Vec<RawSymbol> {
+        match self.select {
+            None => self.all,
+            Some(sel) => sel.at.into_iter().chain(sel.next).flatten().collect(),
+        }
+    }
+}
+
 /// The function table of an ELF file whose bytes `elf` reads (the fuzz target's way in: no file
 /// is opened), and for each of `offsets` the name's (string table, offset) it finds there.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn function_table_of(
     elf: &mut crate::elf::Elf<impl crate::elf::Source>,
     offsets: &[u64],
+) -> Vec<Option<(u8, u32)>> {
+    table_of(elf, offsets, false, 1 << 20)
+}
+
+/// [`function_table_of`] within `budget` bytes of symbols; `select`: the table read for `offsets`
+/// only (as the final snapshot reads it).
+#[cfg(any(test, feature = "fuzzing"))]
+fn table_of(
+    elf: &mut crate::elf::Elf<impl crate::elf::Source>,
+    offsets: &[u64],
+    select: bool,
+    mut budget: u64,
 ) -> Vec<Option<(u8, u32)>> {
     let mut table = FunctionTable {
         segments: elf
@@ -1115,12 +1282,13 @@ pub(crate) fn function_table_of(
             .collect(),
         ..FunctionTable::default()
     };
-    let mut symbols = Vec::new();
-    table.symbols(elf, false, &mut symbols, &mut (1 << 20));
-    table.fill(symbols);
+    let mut symbols = Collect::new(select.then(|| table.addresses(offsets)));
+    table.symbols(elf, false, &mut symbols, &mut budget);
+    table.fill(symbols.into_symbols());
     // A filled table is sorted by start, one function per start, none ending before it starts.
     assert!(table.functions.windows(2).all(|w| w[0].0 < w[1].0));
     assert!(table.functions.iter().all(|f| f.0 <= f.1));
+    assert!(!select || table.functions.len() <= 2 * offsets.len());
     offsets.iter().map(|&o| table.function_at(o)).collect()
 }
 
@@ -1197,6 +1365,26 @@ fn plt_names(file: &std::fs::File, offsets: &[u64]) -> Vec<(usize, String)> {
         }
     }
     found
+}
+
+/// [`Mode::Local`]'s lines of `offsets` of the file at `path` (as `pid` names it) by one pass over
+/// its symbol tables (`None`: an offset for blazesym), and whether it was rebuilt since it was
+/// mapped; `None`: the whole file for blazesym (see [`scan::local`]), or it cannot be opened.
+#[cfg(feature = "symbolize")]
+fn scanned(
+    path: &str,
+    pid: Option<u32>,
+    build_id: Option<&[u8]>,
+    offsets: &[u64],
+) -> Option<(Vec<Option<Vec<Line>>>, bool)> {
+    let opened = untrusted::open(path, pid).ok()?;
+    if let Some(id) = build_id {
+        let now = crate::maps::build_id::of_file(opened.file());
+        if now.as_deref().is_some_and(|now| now != id) {
+            return Some((Vec::new(), true));
+        }
+    }
+    Some((scan::local(opened.file(), offsets)?, false))
 }
 
 /// Whether the ELF file `file` names another file for its debug information (a section
@@ -1305,6 +1493,8 @@ fn lines_of(s: blazesym::symbolize::Symbolized<'_>) -> Vec<Line> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "symbolize")]
+    use scan::Found;
 
     #[test]
     fn lines_are_resolved_once_and_shared_not_copied() {
@@ -1626,6 +1816,322 @@ mod tests {
         crate::untrusted::stall::release(stuck_path);
         assert!(named, "{:?}", symbols.lines(&frames[1]));
         assert!(took < Duration::from_secs(3), "{took:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Offsets of the ELF file at `path` to name: of every `step`-th symbol of its symbol tables
+    /// (functions, and the objects and labels blazesym also orders by address) its start, start +
+    /// 1, its last byte, its end and the byte before it; the file's first byte, 300 offsets spread
+    /// over it and offsets past every segment. As file offsets (through its `PT_LOAD` segments), sorted, distinct.
+    #[cfg(feature = "symbolize")]
+    fn offsets_to_name(path: &str, step: usize) -> Vec<u64> {
+        let file = std::fs::File::open(path).unwrap();
+        let mut elf = crate::elf::of(&file).unwrap();
+        let header = *elf.header();
+        let loads: Vec<_> = elf
+            .program_headers()
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.kind == crate::elf::PT_LOAD)
+            .collect();
+        let sections = elf.sections().unwrap();
+        let mut addrs = Vec::new();
+        for (table, strings) in [(&b".symtab"[..], &b".strtab"[..]), (b".dynsym", b".dynstr")] {
+            let (Some(t), Some(n)) = (
+                sections.iter().find(|s| s.name == table),
+                sections.iter().find(|s| s.name == strings),
+            ) else {
+                continue;
+            };
+            let bytes = elf.section_data(t, 1 << 30).unwrap_or_default();
+            let names = elf.section_data(n, 1 << 30).unwrap_or_default();
+            for sym in crate::elf::symbols(&bytes, &names, &header, t.entsize)
+                .filter(|s| matches!(s.kind, 0 | 1 | 2 | 10) && s.value != 0)
+                .step_by(step)
+            {
+                let end = sym.value.saturating_add(sym.size);
+                addrs.extend([
+                    sym.value,
+                    sym.value + 1,
+                    sym.value - 1,
+                    end,
+                    end.saturating_sub(1),
+                ]);
+            }
+        }
+        let mut offsets: Vec<u64> = addrs
+            .into_iter()
+            .filter_map(|a| {
+                let p = loads
+                    .iter()
+                    .find(|p| a >= p.vaddr && a - p.vaddr < p.filesz)?;
+                Some(a - p.vaddr + p.offset)
+            })
+            .collect();
+        let end = loads.iter().map(|p| p.offset + p.filesz).max().unwrap_or(0);
+        offsets.extend([0, end, end + 0x1000]);
+        // And 300 spread over the file: inside functions, between them, in data.
+        offsets.extend((0..300).map(|i| end / 300 * i + 7));
+        offsets.sort_unstable();
+        offsets.dedup();
+        offsets
+    }
+
+    /// Real files of this machine (those present), and a C program built here with and without
+    /// `-g`: (what it is, its path).
+    #[cfg(feature = "symbolize")]
+    fn real_files(dir: &std::path::Path) -> Vec<(String, String)> {
+        let mut files = Vec::new();
+        let python = std::fs::canonicalize("/usr/bin/python3")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "/usr/bin/python3".into());
+        for path in [
+            "/usr/bin/node",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/bin/perf",
+            &python,
+            "/usr/bin/xz",
+        ] {
+            if std::path::Path::new(path).is_file() {
+                files.push((path.to_owned(), path.to_owned()));
+            } else {
+                println!("skipped: {path}: absent");
+            }
+        }
+        let src = dir.join("prog.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nstatic int helper(int x) { return x * 3 + 1; }\n\
+             int twice(int x) { return helper(x) * 2; }\n\
+             int main(int argc, char **argv) { printf(\"%d\\n\", twice(argc)); return 0; }\n",
+        )
+        .unwrap();
+        for (name, flags) in [("prog-g", &["-g", "-O1"][..]), ("prog", &["-O1"][..])] {
+            let out = dir.join(name);
+            let built = std::process::Command::new("cc")
+                .args(flags)
+                .arg("-o")
+                .arg(&out)
+                .arg(&src)
+                .status()
+                .is_ok_and(|s| s.success());
+            if built {
+                files.push((name.to_owned(), out.to_string_lossy().into_owned()));
+            } else {
+                println!("skipped: {name}: no C compiler (cc)");
+            }
+        }
+        files
+    }
+
+    /// The final snapshot's scan of a file's symbol tables names every offset as blazesym does:
+    /// for files it scans, exactly local mode's lines (blazesym as local mode runs it); for every
+    /// file, each offset's symbol under blazesym's ELF rules (blazesym without DWARF), where its
+    /// pick does not depend on its sort's order (where it does, blazesym's name is one of the
+    /// candidates the scan gives, and such a file goes to blazesym).
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn the_final_scan_names_every_offset_as_blazesym_does() {
+        let dir = std::env::temp_dir().join(format!("pp-scan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut compared = 0;
+        for (what, path) in real_files(&dir) {
+            let file = std::fs::File::open(&path).unwrap();
+            let mut elf = crate::elf::of(&file).unwrap();
+            let sections = elf.sections().unwrap();
+            let no_dwarf = scan::has_no_dwarf(&sections);
+            let symbols = elf
+                .sections()
+                .unwrap()
+                .iter()
+                .filter(|s| s.name == b".symtab" || s.name == b".dynsym")
+                .map(|s| s.size / 24)
+                .sum::<u64>();
+            let step = (symbols as usize / 300).max(1);
+            let offsets = offsets_to_name(&path, step);
+            let found = scan::find(&mut elf, &sections, &offsets).unwrap();
+            let plt: Vec<usize> = plt_names(&file, &offsets)
+                .into_iter()
+                .map(|p| p.0)
+                .collect();
+            let elf_only = kept::blazesym_lines(file.try_clone().unwrap(), false, &offsets);
+            let mut ambiguous = 0;
+            for (i, (f, b)) in found.iter().zip(&elf_only).enumerate() {
+                if plt.contains(&i) {
+                    continue;
+                }
+                let o = offsets[i];
+                match f {
+                    Found::Nothing => assert!(b.is_empty(), "{what} {o:#x}: blazesym {b:?}"),
+                    Found::Name(n) => assert_eq!(
+                        b,
+                        &[Line {
+                            function: n.clone(),
+                            file: None,
+                            line: None
+                        }],
+                        "{what} {o:#x}"
+                    ),
+                    Found::Ambiguous(names, all) => {
+                        ambiguous += 1;
+                        assert!(
+                            b.len() == 1 && (!all || names.contains(&Some(b[0].function.clone()))),
+                            "{what} {o:#x}: blazesym {b:?}, candidates {names:?}"
+                        );
+                    }
+                }
+                compared += 1;
+            }
+            // What local mode answers today (blazesym, its DWARF allowed where the file names no
+            // other file), and what the final snapshot answers now.
+            let local = kept::blazesym_lines(
+                file.try_clone().unwrap(),
+                !names_other_files(&file),
+                &offsets,
+            );
+            let scanned = scan::local(&file, &offsets);
+            let left = scanned
+                .as_ref()
+                .map(|l| l.iter().filter(|l| l.is_none()).count());
+            println!(
+                "{what}: {} offsets, {symbols} symbols, no DWARF: {no_dwarf}, ambiguous: \
+                 {ambiguous}, left to blazesym: {left:?}",
+                offsets.len(),
+            );
+            let Some(scanned) = scanned else {
+                // DWARF the scan cannot place (units not in `.debug_aranges`): blazesym's.
+                assert!(!no_dwarf, "{what}");
+                continue;
+            };
+            for (i, (s, l)) in scanned.iter().zip(&local).enumerate() {
+                if let Some(s) = s {
+                    assert_eq!(s, l, "{what} {:#x}", offsets[i]);
+                    compared += 1;
+                }
+            }
+            if no_dwarf {
+                assert_eq!(left, Some(ambiguous), "{what}");
+            }
+            // A file without DWARF: blazesym's answers with and without it agree.
+            if no_dwarf {
+                assert_eq!(local, elf_only, "{what}");
+            }
+        }
+        assert!(compared > 1000, "{compared}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// [`Mode::Functions`]'s final snapshot reads a file's table for the offsets asked only (one
+    /// pass, the functions that name them kept, not all of them sorted): it names every offset of
+    /// the real files as the whole table does, and a final resolve names frames as one that keeps
+    /// the table, keeping none.
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn the_final_function_table_names_every_offset_as_the_whole_table_does() {
+        let dir = std::env::temp_dir().join(format!("pp-fscan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut compared = 0;
+        for (what, path) in real_files(&dir) {
+            let file = std::fs::File::open(&path).unwrap();
+            let size = std::fs::metadata(&path).unwrap().len();
+            let offsets = offsets_to_name(&path, (size >> 16).max(1) as usize);
+            let table = |select| {
+                let mut elf = crate::elf::of(&file).unwrap();
+                table_of(&mut elf, &offsets, select, 1 << 30)
+            };
+            let (whole, selected) = (table(false), table(true));
+            for (i, (w, s)) in whole.iter().zip(&selected).enumerate() {
+                assert_eq!(w, s, "{what} {:#x}", offsets[i]);
+            }
+            let named = whole.iter().filter(|w| w.is_some()).count();
+            println!("{what}: {} offsets, {named} named", offsets.len());
+            assert!(named > 0, "{what}");
+            compared += offsets.len();
+            if what == "prog" {
+                let base = 0x5500_0000_0000;
+                let mut maps = AddressSpaces::new();
+                maps.mmap(2, base, 1 << 30, 0, &path, None);
+                let frames: Vec<Frame> = offsets
+                    .iter()
+                    .map(|&o| Frame::User {
+                        mapping: maps.find(2, base + o).unwrap(),
+                        addr: base + o,
+                    })
+                    .collect();
+                let kernel = KernelSymbols::default();
+                let mut kept = Symbols::new(Mode::Functions);
+                kept.resolve(&frames, &maps, &kernel);
+                assert_eq!(kept.function_tables().1, 1);
+                let mut last = Symbols::new(Mode::Functions);
+                last.set_kept_files_bytes(0);
+                last.resolve(&frames, &maps, &kernel);
+                assert_eq!(last.function_tables(), (0, 0));
+                for f in &frames {
+                    assert_eq!(last.lines(f), kept.lines(f), "{f:?}");
+                }
+                assert!(frames
+                    .iter()
+                    .any(|f| last.lines(f).iter().any(|l| l.function == "twice")));
+            }
+        }
+        assert!(compared > 3000, "{compared}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A capture's final snapshot (nothing kept after it) names a file without DWARF by one pass
+    /// over its symbol tables: blazesym reads (and sorts) nothing, and the names are those of a
+    /// snapshot that keeps the file (blazesym's).
+    #[cfg(feature = "symbolize")]
+    #[test]
+    fn a_final_resolve_of_a_file_without_dwarf_scans_rather_than_sorts() {
+        let dir = std::env::temp_dir().join(format!("pp-noscan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let Some((_, path)) = real_files(&dir).into_iter().find(|(w, _)| w == "prog") else {
+            println!("skipped: no C compiler");
+            return;
+        };
+        // Not those where blazesym's pick depends on its sort's order (`data_start`,
+        // `__data_start`): they go to blazesym.
+        let file = std::fs::File::open(&path).unwrap();
+        let mut elf = crate::elf::of(&file).unwrap();
+        let sections = elf.sections().unwrap();
+        let mut offsets = offsets_to_name(&path, 1);
+        let found = scan::find(&mut elf, &sections, &offsets).unwrap();
+        let all = offsets.len();
+        let mut i = 0;
+        offsets.retain(|_| {
+            i += 1;
+            !matches!(found[i - 1], Found::Ambiguous(..))
+        });
+        assert!(offsets.len() * 10 > all * 9, "{} of {all}", offsets.len());
+        let base = 0x5500_0000_0000;
+        let mut maps = AddressSpaces::new();
+        maps.mmap(2, base, 1 << 30, 0, &path, None);
+        let frames: Vec<Frame> = offsets
+            .iter()
+            .map(|&o| Frame::User {
+                mapping: maps.find(2, base + o).unwrap(),
+                addr: base + o,
+            })
+            .collect();
+        let kernel = KernelSymbols::default();
+        let mut kept = Symbols::new(Mode::Local);
+        kept.resolve(&frames, &maps, &kernel);
+        assert_eq!(kept.kept_files().read, 1);
+        let mut last = Symbols::new(Mode::Local);
+        last.set_kept_files_bytes(0);
+        last.resolve(&frames, &maps, &kernel);
+        assert_eq!(
+            (last.kept_files().read, last.scanned),
+            (0, 1),
+            "blazesym read the file"
+        );
+        let mut named = 0;
+        for f in &frames {
+            assert_eq!(last.lines(f), kept.lines(f), "{f:?}");
+            named += usize::from(last.lines(f).iter().any(|l| l.function == "twice"));
+        }
+        assert!(named > 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -103,6 +103,11 @@ impl Kept {
         self.retire();
     }
 
+    /// Whether no file is kept after its batch (a capture's final snapshot).
+    pub(super) fn keeps_nothing(&self) -> bool {
+        self.bytes == 0
+    }
+
     pub(super) fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -130,6 +135,18 @@ impl Kept {
         build_id: Option<&[u8]>,
         offsets: &[u64],
     ) -> impl FnOnce() -> Option<Resolved> + Send + 'static {
+        let ask = self.asker(path, pid, build_id);
+        let offsets = offsets.to_vec();
+        move || ask(offsets)
+    }
+
+    /// [`job`](Self::job), its offsets given when it runs.
+    pub(super) fn asker(
+        &mut self,
+        path: &str,
+        pid: Option<u32>,
+        build_id: Option<&[u8]>,
+    ) -> impl FnOnce(Vec<u64>) -> Option<Resolved> + Send + 'static {
         // A slow file (a large debug binary's first batch) is not a stuck one: the caller waits
         // for neither, and the loader asks no load twice while it runs; a new thread starts only
         // once one batch has taken longer than any file here should.
@@ -152,12 +169,8 @@ impl Kept {
                 tx
             }
         };
-        let (path, build_id, offsets) = (
-            path.to_owned(),
-            build_id.map(<[u8]>::to_vec),
-            offsets.to_vec(),
-        );
-        move || {
+        let (path, build_id) = (path.to_owned(), build_id.map(<[u8]>::to_vec));
+        move |offsets| {
             let (reply, answer) = mpsc::channel();
             let req = Request {
                 path,
@@ -351,6 +364,24 @@ impl File {
         }
         lines
     }
+}
+
+/// The lines blazesym gives `offsets` of `file` as local mode asks it (`debug_syms`: its DWARF
+/// too, which local mode allows for a file that names no other file), with the PLT's names.
+#[cfg(test)]
+pub(super) fn blazesym_lines(
+    file: std::fs::File,
+    debug_syms: bool,
+    offsets: &[u64],
+) -> Vec<Vec<Line>> {
+    let mut file = File {
+        symbolizer: new_symbolizer(),
+        debug_syms,
+        file,
+        cost: 0,
+        charge: None,
+    };
+    file.symbolize(offsets)
 }
 
 /// This process's resident bytes (`VmRSS` of `/proc/self/status`, what the soaks read), 0 when
