@@ -699,7 +699,13 @@ impl Pipeline {
                         .and_then(|m| self.maps.mapping(m))
                         .is_some_and(|m| m.is_file());
                     match mapping {
-                        _ if !file && self.jit.find(pid, f.addr).is_some() => {
+                        // A JIT's code lies in executable memory that is no file (its mmap or its
+                        // mprotect to executable made a record: `//anon`, a memfd), where perf
+                        // too looks in /tmp/perf-PID.map. An address in no executable mapping (a
+                        // return address a frame-pointer walk read from the heap or the stack)
+                        // is not looked up: looking cost a file open per process, again and
+                        // again, beside programs built without frame pointers.
+                        Some(_) if !file && self.jit.find(pid, f.addr).is_some() => {
                             Frame::Jit { pid, addr: f.addr }
                         }
                         Some(mapping) => Frame::User {
@@ -1294,6 +1300,42 @@ mod tests {
             txn: None,
             weight: None,
         })
+    }
+
+    /// /tmp/perf-PID.map is looked in for a frame in executable memory that is no file (perf's
+    /// rule), not for an address in no executable mapping: what a frame-pointer walk reads from
+    /// the heap or the stack of code built without frame pointers, sample after sample.
+    #[test]
+    fn only_frames_in_anonymous_executable_memory_are_looked_up_in_the_jit_map() {
+        // This process: its map is read from its own root.
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("pp-jit-anon-{pid}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("perf-{pid}.map")), "20000 100 jitted\n").unwrap();
+        let mut p = pipeline(Loader::new());
+        p.jit = PerfMaps::in_dir(dir.to_str().unwrap());
+        p.jit.set_loader(Loader::new(), Duration::from_secs(60));
+        assert!(p.maps.seed_from_proc(pid));
+        let who = crate::aggregate::Identity::new(pid, pid, "t", "t");
+        let user = |addr| RawFrame {
+            addr,
+            context: Context::User,
+        };
+        // Mapped nowhere (0x30000 is below any of this process's mappings).
+        p.raw = vec![user(0x30010)];
+        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, &who, None);
+        assert_eq!(p.frames, [Frame::Unmapped { addr: 0x30010 }]);
+        assert!(
+            !p.jit.looked_for(pid),
+            "the map was read for an unmapped address"
+        );
+        // The JIT's executable anonymous memory (its mmap or mprotect made an MMAP2 record).
+        p.maps.mmap(pid, 0x20000, 0x1000, 0x20000, "//anon", None);
+        p.raw = vec![user(0x20010)];
+        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, &who, None);
+        assert_eq!(p.frames, [Frame::Jit { pid, addr: 0x20010 }]);
+        assert_eq!(p.jit.name(pid, 0x20010), Some("jitted"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Process 1 maps a file (`name` in a fresh folder) at 0x10000 whose tables cannot be read

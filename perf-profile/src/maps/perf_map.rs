@@ -155,6 +155,12 @@ impl PerfMaps {
         self.name(pid, addr)
     }
 
+    /// Whether `pid`'s map was looked for.
+    #[cfg(test)]
+    pub(crate) fn looked_for(&self, pid: u32) -> bool {
+        self.pids.get(&pid).is_some_and(|m| m.last_read.is_some())
+    }
+
     /// The JIT function at `addr` in `pid` as known now, without reading anything.
     pub fn name(&self, pid: u32, addr: u64) -> Option<&str> {
         self.pids.get(&pid)?.syms.as_ref()?.lookup(addr)
