@@ -1877,6 +1877,21 @@ mod tests {
         offsets
     }
 
+    /// Process 2's frames at `offsets` of the file at `path`, mapped whole at one address.
+    fn frames_at(path: &str, offsets: &[u64]) -> (AddressSpaces, Vec<Frame>) {
+        let base = 0x5500_0000_0000;
+        let mut maps = AddressSpaces::new();
+        maps.mmap(2, base, 1 << 30, 0, path, None);
+        let frames = offsets
+            .iter()
+            .map(|&o| Frame::User {
+                mapping: maps.find(2, base + o).unwrap(),
+                addr: base + o,
+            })
+            .collect();
+        (maps, frames)
+    }
+
     /// Real files of this machine (those present), and a C program built here with and without
     /// `-g`: (what it is, its path).
     #[cfg(feature = "symbolize")]
@@ -2048,16 +2063,7 @@ mod tests {
             assert!(named > 0, "{what}");
             compared += offsets.len();
             if what == "prog" {
-                let base = 0x5500_0000_0000;
-                let mut maps = AddressSpaces::new();
-                maps.mmap(2, base, 1 << 30, 0, &path, None);
-                let frames: Vec<Frame> = offsets
-                    .iter()
-                    .map(|&o| Frame::User {
-                        mapping: maps.find(2, base + o).unwrap(),
-                        addr: base + o,
-                    })
-                    .collect();
+                let (maps, frames) = frames_at(&path, &offsets);
                 let kernel = KernelSymbols::default();
                 let mut kept = Symbols::new(Mode::Functions);
                 kept.resolve(&frames, &maps, &kernel);
@@ -2104,16 +2110,7 @@ mod tests {
             !matches!(found[i - 1], Found::Ambiguous(..))
         });
         assert!(offsets.len() * 10 > all * 9, "{} of {all}", offsets.len());
-        let base = 0x5500_0000_0000;
-        let mut maps = AddressSpaces::new();
-        maps.mmap(2, base, 1 << 30, 0, &path, None);
-        let frames: Vec<Frame> = offsets
-            .iter()
-            .map(|&o| Frame::User {
-                mapping: maps.find(2, base + o).unwrap(),
-                addr: base + o,
-            })
-            .collect();
+        let (maps, frames) = frames_at(&path, &offsets);
         let kernel = KernelSymbols::default();
         let mut kept = Symbols::new(Mode::Local);
         kept.resolve(&frames, &maps, &kernel);
