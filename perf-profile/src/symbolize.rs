@@ -991,11 +991,8 @@ impl FunctionTable {
         let Ok(file) = untrusted::open(path, pid) else {
             return Some(table);
         };
-        if let Some(id) = build_id {
-            let now = crate::maps::build_id::of_file(file.file());
-            if now.as_deref().is_some_and(|now| now != id) {
-                return None;
-            }
+        if rebuilt(&file, build_id) {
+            return None;
         }
         let Some(mut elf) = crate::elf::of(file.file()) else {
             return Some(table);
@@ -1378,13 +1375,18 @@ fn scanned(
     offsets: &[u64],
 ) -> Option<(Vec<Option<Vec<Line>>>, bool)> {
     let opened = untrusted::open(path, pid).ok()?;
-    if let Some(id) = build_id {
-        let now = crate::maps::build_id::of_file(opened.file());
-        if now.as_deref().is_some_and(|now| now != id) {
-            return Some((Vec::new(), true));
-        }
+    if rebuilt(&opened, build_id) {
+        return Some((Vec::new(), true));
     }
     Some((scan::local(opened.file(), offsets)?, false))
+}
+
+/// Whether the file `opened` was rebuilt since it was mapped: the mapping named `build_id` and the
+/// file has another now (one without a build id, or unreadable, is taken as the one mapped).
+fn rebuilt(opened: &untrusted::Vetted, build_id: Option<&[u8]>) -> bool {
+    build_id.is_some_and(|id| {
+        crate::maps::build_id::of_file(opened.file()).is_some_and(|now| now != id)
+    })
 }
 
 /// Whether the ELF file `file` names another file for its debug information (a section

@@ -65,7 +65,7 @@ impl PidMap {
     fn due(&self) -> bool {
         let wait = REREAD_EVERY
             .saturating_mul(1 << self.absent.min(8))
-            .min(ABSENT_REREAD_MAX.max(REREAD_EVERY));
+            .min(ABSENT_REREAD_MAX);
         !self.exited && self.last_read.is_none_or(|t| t.elapsed() >= wait)
     }
 }

@@ -31,8 +31,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{
-    lines_of, names_other_files, new_symbolizer, plt_names, ByteLru, Line, LARGE_FILE_SHARE,
-    MAX_KEPT_FILES, MIN_FILE_BYTES, STUCK_AFTER,
+    lines_of, names_other_files, new_symbolizer, plt_names, rebuilt, ByteLru, Line,
+    LARGE_FILE_SHARE, MAX_KEPT_FILES, MIN_FILE_BYTES, STUCK_AFTER,
 };
 use crate::untrusted::{self, Budget, Charge, Identity};
 
@@ -269,11 +269,8 @@ impl Files {
                 f
             }
             None => {
-                if let Some(id) = &req.build_id {
-                    let now = crate::maps::build_id::of_file(opened.file());
-                    if now.as_deref().is_some_and(|now| now != &id[..]) {
-                        return (none(), true);
-                    }
+                if rebuilt(&opened, req.build_id.as_deref()) {
+                    return (none(), true);
                 }
                 self.stats.read.fetch_add(1, Ordering::Relaxed);
                 let file = opened.into_file();
