@@ -1393,9 +1393,14 @@ fn rebuilt(opened: &untrusted::Vetted, build_id: Option<&[u8]>) -> bool {
 /// `.gnu_debuglink`, `.gnu_debugaltlink` or `.debug_sup`), or its sections cannot be read.
 #[cfg(feature = "symbolize")]
 fn names_other_files(file: &std::fs::File) -> bool {
-    let Some(sections) = crate::elf::of(file).and_then(|mut e| e.sections()) else {
-        return true;
-    };
+    crate::elf::of(file)
+        .and_then(|mut e| e.sections())
+        .is_none_or(|sections| names_another_file(&sections))
+}
+
+/// Whether `sections` (an ELF file's) name another file for its debug information.
+#[cfg(feature = "symbolize")]
+fn names_another_file(sections: &[crate::elf::SectionHeader]) -> bool {
     sections.iter().any(|s| {
         matches!(
             &s.name[..],

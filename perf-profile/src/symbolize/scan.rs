@@ -20,7 +20,7 @@
 
 use std::fs::File;
 
-use super::{plt_names, Line};
+use super::{names_another_file, plt_names, Line};
 use crate::elf::{Elf, SectionHeader, Source};
 
 /// `sh_type` of a section that takes no room in the file; `sh_flags` of a compressed one.
@@ -49,13 +49,7 @@ pub(crate) enum Found {
 /// for its debug information (then local mode does not let blazesym read DWARF at all), or it has
 /// no DWARF section.
 pub(crate) fn has_no_dwarf(sections: &[SectionHeader]) -> bool {
-    let names_other = sections.iter().any(|s| {
-        matches!(
-            &s.name[..],
-            b".gnu_debuglink" | b".gnu_debugaltlink" | b".debug_sup"
-        )
-    });
-    names_other
+    names_another_file(sections)
         || !sections
             .iter()
             .any(|s| s.name.starts_with(b".debug_") || s.name.starts_with(b".zdebug_"))
