@@ -7,6 +7,7 @@
 //! one entry and the tree itself is shared by every thread.
 
 use foldhash::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use crate::maps::MappingId;
@@ -124,12 +125,14 @@ struct Node {
 }
 
 /// The stack table: interned frames and the prefix tree of stacks.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Stacks {
     frames: Vec<Frame>,
     frame_index: HashMap<Frame, FrameId>,
     nodes: Vec<Node>,
-    node_index: HashMap<(FrameId, Option<StackId>), StackId>,
+    /// By (frame, parent): keyed by the frame itself, so that a stack's known nodes are found by
+    /// one lookup each (the frame's id is looked up only for a new node).
+    node_index: HashMap<(Frame, Option<StackId>), StackId>,
     identities: Vec<Identity>,
     identity_index: HashMap<Identity, IdentityId>,
     /// By (stack, identity): the counts, in the order first seen.
@@ -142,6 +145,37 @@ pub struct Stacks {
     recent: Vec<(Option<IdentityId>, StackPath)>,
     /// The slot of `recent` the next new thread takes.
     recent_next: usize,
+    /// Which table this is: [`IdentityId`]s are this table's own, and a cache of them (see
+    /// [`epoch`](Self::epoch)) must not outlive it.
+    epoch: u64,
+}
+
+impl Default for Stacks {
+    fn default() -> Self {
+        static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        Self {
+            frames: Vec::new(),
+            frame_index: HashMap::default(),
+            nodes: Vec::new(),
+            node_index: HashMap::default(),
+            identities: Vec::new(),
+            identity_index: HashMap::default(),
+            keyed: Vec::new(),
+            keyed_index: HashMap::default(),
+            total: Counts::default(),
+            recent: Vec::new(),
+            recent_next: 0,
+            epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+/// Interns `frame` in `frames` and its index.
+fn intern(frames: &mut Vec<Frame>, index: &mut HashMap<Frame, FrameId>, frame: Frame) -> FrameId {
+    *index.entry(frame).or_insert_with(|| {
+        frames.push(frame);
+        FrameId(frames.len() as u32 - 1)
+    })
 }
 
 /// A stack's frames from the root, each with its node.
@@ -156,6 +190,13 @@ impl Stacks {
         Self::default()
     }
 
+    /// This table's number, unique among the tables this process made (a clone has its
+    /// original's: their identities are the same): an [`IdentityId`] kept beside a table is
+    /// valid while the table's epoch is the one it was interned in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Every frame seen, indexed by [`FrameId`].
     pub fn frames(&self) -> &[Frame] {
         &self.frames
@@ -163,13 +204,7 @@ impl Stacks {
 
     /// Interns `frame`.
     pub fn intern(&mut self, frame: Frame) -> FrameId {
-        if let Some(&id) = self.frame_index.get(&frame) {
-            return id;
-        }
-        let id = FrameId(self.frames.len() as u32);
-        self.frames.push(frame);
-        self.frame_index.insert(frame, id);
-        id
+        intern(&mut self.frames, &mut self.frame_index, frame)
     }
 
     /// Adds one sample of `period` whose frames, from the root (outermost caller) to the leaf, are
@@ -265,18 +300,17 @@ impl Stacks {
                     }
                 }
             }
-            let frame = self.intern(original);
-            let id = match self.node_index.get(&(frame, parent)) {
-                Some(&id) => id,
-                None => {
+            let id = match self.node_index.entry((original, parent)) {
+                Entry::Occupied(e) => *e.get(),
+                Entry::Vacant(e) => {
+                    let frame = intern(&mut self.frames, &mut self.frame_index, original);
                     let id = StackId(self.nodes.len() as u32);
                     self.nodes.push(Node {
                         frame,
                         parent,
                         counts: Counts::default(),
                     });
-                    self.node_index.insert((frame, parent), id);
-                    id
+                    *e.insert(id)
                 }
             };
             path.push((original, id));
@@ -290,14 +324,11 @@ impl Stacks {
         let counts = &mut self.nodes[id.0 as usize].counts;
         counts.samples += add.samples;
         counts.period = counts.period.saturating_add(add.period);
-        let at = match self.keyed_index.get(&(id, who)) {
-            Some(&at) => at,
-            None => {
-                self.keyed.push((id, who, Counts::default()));
-                self.keyed_index.insert((id, who), self.keyed.len() - 1);
-                self.keyed.len() - 1
-            }
-        };
+        let keyed = &mut self.keyed;
+        let at = *self.keyed_index.entry((id, who)).or_insert_with(|| {
+            keyed.push((id, who, Counts::default()));
+            keyed.len() - 1
+        });
         let counts = &mut self.keyed[at].2;
         counts.samples += add.samples;
         counts.period = counts.period.saturating_add(add.period);

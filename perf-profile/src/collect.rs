@@ -35,7 +35,7 @@ use perf_event::event::Event;
 use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record, Switch};
 use perf_event::sample::{MergedIter, Sampler};
 
-use crate::aggregate::{Frame, Stacks};
+use crate::aggregate::{Counts, Frame, IdentityId, Stacks};
 use crate::error::{Error, Result};
 use crate::identity::Names;
 use crate::maps::perf_map::PerfMaps;
@@ -657,8 +657,8 @@ impl Pipeline {
                 }
             }
         }
-        let who = self.names.identity(pid, tid);
-        self.aggregate(pid, tid, time, period, ending, &who, None);
+        let who = self.names.interned(pid, tid, &mut self.stacks);
+        self.aggregate(pid, tid, time, period, ending, who, None);
     }
 
     /// Adds the frames unwound into `self.raw` (leaf first), ended by `ending`, as a sample of
@@ -672,7 +672,7 @@ impl Pipeline {
         time: Option<u64>,
         period: u64,
         ending: unwind::Ending,
-        who: &crate::aggregate::Identity,
+        who: IdentityId,
         waited: Option<u64>,
     ) {
         if self.raw.is_empty() {
@@ -723,16 +723,25 @@ impl Pipeline {
         }
         if let Some(w) = self.waits.as_mut() {
             if let Some(ns) = waited {
-                self.stacks
-                    .add_as(self.frames.iter().rev().copied(), ns, who);
+                self.stacks.add_counts_as(
+                    self.frames.iter().rev().copied(),
+                    Counts {
+                        samples: 1,
+                        period: ns,
+                    },
+                    Some(who),
+                );
                 self.stats.samples += 1;
             } else if let Some(time) = time {
                 w.switched_out(tid, time, &self.frames);
             }
             return;
         }
-        self.stacks
-            .add_as(self.frames.iter().rev().copied(), period, who);
+        self.stacks.add_counts_as(
+            self.frames.iter().rev().copied(),
+            Counts { samples: 1, period },
+            Some(who),
+        );
         self.stats.samples += 1;
     }
 
@@ -781,7 +790,8 @@ impl Pipeline {
                 unwind::Ending::Pending => unwind::Ending::Truncated,
                 e => e,
             };
-            self.aggregate(d.pid, d.tid, d.time, d.period, ending, &d.who, d.waited);
+            let who = self.stacks.intern_identity(&d.who);
+            self.aggregate(d.pid, d.tid, d.time, d.period, ending, who, d.waited);
         }
         keep.append(&mut self.deferred);
         self.deferred = keep;
@@ -888,8 +898,15 @@ impl Pipeline {
                     return;
                 };
                 if let Some((frames, ns)) = w.switched_in(t.tid, time) {
-                    let who = self.names.identity(t.pid, t.tid);
-                    self.stacks.add_as(frames.into_iter().rev(), ns, &who);
+                    let who = self.names.interned(t.pid, t.tid, &mut self.stacks);
+                    self.stacks.add_counts_as(
+                        frames.into_iter().rev(),
+                        Counts {
+                            samples: 1,
+                            period: ns,
+                        },
+                        Some(who),
+                    );
                     self.stats.samples += 1;
                 } else if let Some(d) = self
                     .deferred
@@ -1316,14 +1333,16 @@ mod tests {
         p.jit = PerfMaps::in_dir(dir.to_str().unwrap());
         p.jit.set_loader(Loader::new(), Duration::from_secs(60));
         assert!(p.maps.seed_from_proc(pid));
-        let who = crate::aggregate::Identity::new(pid, pid, "t", "t");
+        let who = p
+            .stacks
+            .intern_identity(&crate::aggregate::Identity::new(pid, pid, "t", "t"));
         let user = |addr| RawFrame {
             addr,
             context: Context::User,
         };
         // Mapped nowhere (0x30000 is below any of this process's mappings).
         p.raw = vec![user(0x30010)];
-        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, &who, None);
+        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, who, None);
         assert_eq!(p.frames, [Frame::Unmapped { addr: 0x30010 }]);
         assert!(
             !p.jit.looked_for(pid),
@@ -1332,7 +1351,7 @@ mod tests {
         // The JIT's executable anonymous memory (its mmap or mprotect made an MMAP2 record).
         p.maps.mmap(pid, 0x20000, 0x1000, 0x20000, "//anon", None);
         p.raw = vec![user(0x20010)];
-        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, &who, None);
+        p.aggregate(pid, pid, None, 1, unwind::Ending::Root, who, None);
         assert_eq!(p.frames, [Frame::Jit { pid, addr: 0x20010 }]);
         assert_eq!(p.jit.name(pid, 0x20010), Some("jitted"));
         let _ = std::fs::remove_dir_all(&dir);

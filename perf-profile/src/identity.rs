@@ -11,7 +11,7 @@ use foldhash::HashMap;
 use std::io::Read;
 use std::sync::Arc;
 
-use crate::aggregate::Identity;
+use crate::aggregate::{Identity, IdentityId, Stacks};
 
 /// Threads remembered at most (a system with more live threads re-reads their names).
 const MAX_THREADS: usize = 1 << 16;
@@ -33,6 +33,11 @@ struct Process {
 pub(crate) struct Names {
     threads: HashMap<u32, Arc<str>>,
     processes: HashMap<u32, Process>,
+    /// By thread: its process and its identity as interned in the table numbered
+    /// `interned_in` ([`Stacks::epoch`]), so that a thread's every sample is not an identity
+    /// built, hashed whole and dropped. Whatever renames a thread or a process forgets them.
+    interned: HashMap<u32, (u32, IdentityId)>,
+    interned_in: u64,
 }
 
 fn read_small(path: &str, max: u64) -> Option<String> {
@@ -53,16 +58,39 @@ impl Names {
     fn bound(&mut self) {
         if self.threads.len() >= MAX_THREADS {
             self.threads.clear();
+            self.interned.clear();
         }
         if self.processes.len() >= MAX_THREADS {
             self.processes.clear();
+            self.interned.clear();
         }
+    }
+
+    /// Who thread `tid` of process `pid` is, interned in `stacks`.
+    pub(crate) fn interned(&mut self, pid: u32, tid: u32, stacks: &mut Stacks) -> IdentityId {
+        if self.interned_in != stacks.epoch() {
+            self.interned.clear();
+            self.interned_in = stacks.epoch();
+        }
+        if let Some(&(p, id)) = self.interned.get(&tid) {
+            if p == pid {
+                return id;
+            }
+        }
+        let id = stacks.intern_identity(&self.identity(pid, tid));
+        if self.interned.len() >= MAX_THREADS {
+            self.interned.clear();
+        }
+        self.interned.insert(tid, (pid, id));
+        id
     }
 
     /// A COMM record: thread `tid` of `pid` is now named `comm` (by exec: so is its process, whose
     /// other threads are gone).
     pub(crate) fn comm(&mut self, pid: u32, tid: u32, comm: &[u8], by_execve: bool) {
         self.bound();
+        // A process renamed is every one of its threads renamed.
+        self.interned.clear();
         let comm = name(comm);
         if tid == pid || by_execve {
             match self.processes.get_mut(&pid) {
@@ -86,10 +114,13 @@ impl Names {
     /// (and a new process its container) until a COMM record says otherwise.
     pub(crate) fn fork(&mut self, parent_pid: u32, parent_tid: u32, pid: u32, tid: u32) {
         self.bound();
+        self.interned.remove(&tid);
         let Some(parent) = self.threads.get(&parent_tid).cloned() else {
             return;
         };
         if pid != parent_pid {
+            // A new process: whatever was interned under its pid was another's.
+            self.interned.retain(|_, (p, _)| *p != pid);
             let container = self
                 .processes
                 .get(&parent_pid)
@@ -108,8 +139,11 @@ impl Names {
     /// An EXIT record.
     pub(crate) fn exit(&mut self, pid: u32, tid: u32) {
         self.threads.remove(&tid);
+        self.interned.remove(&tid);
         if pid == tid {
             self.processes.remove(&pid);
+            // Its other threads' identities are read again, as they were before.
+            self.interned.retain(|_, (p, _)| *p != pid);
         }
     }
 
@@ -134,6 +168,11 @@ impl Names {
         let (comm, container) = (process.comm.clone(), process.container.clone());
         let thread_name = match self.threads.get(&tid) {
             Some(t) => t.clone(),
+            // The main thread's name is its process's.
+            None if tid == pid => {
+                self.threads.insert(tid, comm.clone());
+                comm.clone()
+            }
             None => {
                 let t = read_small(&format!("/proc/{pid}/task/{tid}/comm"), COMM_BYTES)
                     .map_or_else(|| comm.clone(), |c| name(c.as_bytes()));
@@ -226,5 +265,51 @@ mod tests {
         let comm = std::fs::read_to_string(format!("/proc/{me}/comm")).unwrap();
         assert_eq!(n.identity(me, me).comm.as_ref(), comm.trim_end());
         assert_eq!(who(&mut n, 0, 0).0, "swapper");
+    }
+
+    /// Records and samples interleaved at random: the identity a thread's sample is interned as
+    /// is always the one [`Names::identity`] builds after the same records, in every table.
+    #[test]
+    fn interned_identities_follow_every_record_and_every_table() {
+        let (mut cached, mut fresh) = (Names::default(), Names::default());
+        let mut stacks = Stacks::new();
+        let mut x = 7u64;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        // Processes that do not exist (above any pid_max): nothing read from /proc names them.
+        let pid = |i: u64| 5_000_000 + (i as u32 % 3) * 10;
+        let names = [b"a".as_slice(), b"bb", b"ccc", b"dddd"];
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let p = pid(next(3));
+            let t = p + next(3) as u32;
+            match next(12) {
+                0 => {
+                    let (name, exec) = (names[next(4) as usize], next(2) == 0);
+                    cached.comm(p, t, name, exec);
+                    fresh.comm(p, t, name, exec);
+                }
+                1 => {
+                    let (parent, child) = (pid(next(3)), p + next(3) as u32);
+                    cached.fork(parent, parent, p, child);
+                    fresh.fork(parent, parent, p, child);
+                }
+                2 => {
+                    cached.exit(p, t);
+                    fresh.exit(p, t);
+                }
+                3 if next(20) == 0 => stacks = Stacks::new(),
+                _ => {
+                    let id = cached.interned(p, t, &mut stacks);
+                    assert_eq!(stacks.identity(id), Some(&fresh.identity(p, t)));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000);
     }
 }

@@ -44,8 +44,8 @@ mod kept;
 #[cfg(feature = "symbolize")]
 mod scan;
 
+use foldhash::{HashMap, HashMapExt};
 use std::cmp::Reverse;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -498,7 +498,10 @@ impl std::fmt::Debug for Loader {
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
-    changed: Condvar,
+    /// A load was queued: one idle worker wakes for it.
+    queued: Condvar,
+    /// A load is done: its askers wake (and no idle worker, which would find nothing to do).
+    done: Condvar,
 }
 
 #[derive(Default)]
@@ -557,7 +560,7 @@ impl Loader {
                     st.workers -= 1;
                 }
             }
-            self.shared.changed.notify_all();
+            self.shared.queued.notify_one();
         }
         loop {
             if let Some(i) = st.done.iter().position(|(k, _)| *k == key) {
@@ -573,7 +576,7 @@ impl Loader {
             }
             st = self
                 .shared
-                .changed
+                .done
                 .wait_timeout(st, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
@@ -593,7 +596,7 @@ fn work(shared: &Arc<Shared>) {
             }
             st.idle += 1;
             st = shared
-                .changed
+                .queued
                 .wait_timeout(st, Duration::from_secs(1))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
@@ -611,7 +614,7 @@ fn work(shared: &Arc<Shared>) {
                 st.done.pop_front();
             }
         }
-        shared.changed.notify_all();
+        shared.done.notify_all();
     }
 }
 

@@ -15,7 +15,8 @@ pub mod build_id;
 mod kernel;
 pub mod perf_map;
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::fs;
 use std::sync::Arc;
 use std::time::Duration;
