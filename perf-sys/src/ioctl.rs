@@ -29,11 +29,11 @@ use crate::perf_event_attr;
     target_arch = "sparc",
     target_arch = "sparc64",
 ))]
-mod encoding {
-    pub const NONE: u32 = 1;
-    pub const READ: u32 = 2;
-    pub const WRITE: u32 = 4;
-    pub const SIZEBITS: u32 = 13;
+pub(crate) mod encoding {
+    pub(crate) const NONE: u32 = 1;
+    pub(crate) const READ: u32 = 2;
+    pub(crate) const WRITE: u32 = 4;
+    pub(crate) const SIZEBITS: u32 = 13;
 }
 
 #[cfg(not(any(
@@ -46,11 +46,11 @@ mod encoding {
     target_arch = "sparc",
     target_arch = "sparc64",
 )))]
-mod encoding {
-    pub const NONE: u32 = 0;
-    pub const WRITE: u32 = 1;
-    pub const READ: u32 = 2;
-    pub const SIZEBITS: u32 = 14;
+pub(crate) mod encoding {
+    pub(crate) const NONE: u32 = 0;
+    pub(crate) const WRITE: u32 = 1;
+    pub(crate) const READ: u32 = 2;
+    pub(crate) const SIZEBITS: u32 = 14;
 }
 
 const NRSHIFT: u32 = 0;
@@ -59,7 +59,7 @@ const SIZESHIFT: u32 = 16;
 const DIRSHIFT: u32 = SIZESHIFT + encoding::SIZEBITS;
 
 /// `_IOC(dir, type, nr, size)` with this architecture's encoding.
-const fn ioc(dir: u32, ty: u8, nr: u8, size: usize) -> u32 {
+pub(crate) const fn ioc(dir: u32, ty: u8, nr: u8, size: usize) -> u32 {
     (dir << DIRSHIFT)
         | ((ty as u32) << TYPESHIFT)
         | ((nr as u32) << NRSHIFT)

@@ -59,6 +59,8 @@ pub use newest::*;
 pub mod ioctl;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod open;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub mod procmap;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use open::{perf_event_open, perf_event_open_mut, perf_event_open_raw, task_perf_events};

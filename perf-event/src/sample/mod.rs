@@ -84,6 +84,7 @@ mod aux_tracer;
 mod compat;
 pub mod iter;
 mod limits;
+mod mappings;
 pub(crate) mod per_cpu;
 mod reactor;
 pub mod record;
@@ -96,6 +97,7 @@ pub use aux_tracer::{
 };
 pub use compat::{auxiliary, rb};
 pub use iter::{CowChunk, CowIter, Iter};
+pub use mappings::{executable_mappings, ExecMapping};
 pub use per_cpu::{AsyncMergedIter, MergedIter, PerCpuSampler};
 pub use record::Parser;
 pub(crate) use sampler::{Control, Output};

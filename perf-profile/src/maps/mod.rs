@@ -150,7 +150,16 @@ impl AddressSpaces {
 
     /// Seeds `pid`'s space from `/proc/PID/maps` (its executable mappings). Returns `false` when
     /// the file cannot be read (the process is gone).
+    ///
+    /// Since Linux 6.11 the kernel is asked for the executable mappings alone, each with its
+    /// file's build id (`PROCMAP_QUERY`): no text of every mapping formatted and parsed, and no
+    /// file opened for a build id the kernel read from the file mapped. Before, or where the
+    /// query fails, the text is read.
     pub fn seed_from_proc(&mut self, pid: u32) -> bool {
+        if let Ok(Some(found)) = perf_event::sample::executable_mappings(pid) {
+            self.seed_queried(pid, &found);
+            return true;
+        }
         match fs::read_to_string(format!("/proc/{pid}/maps")) {
             Ok(text) => {
                 self.seed(pid, &text);
@@ -173,6 +182,20 @@ impl AddressSpaces {
                 continue;
             };
             self.mmap(pid, m.start, m.end - m.start, m.file_offset, &m.path, None);
+        }
+    }
+
+    /// Seeds `pid`'s space from its executable mappings as the kernel answered them, replacing
+    /// what was known: as [`seed`](Self::seed) does from the text (a mapping without a name is
+    /// `//anon`), with the build ids the kernel read.
+    pub fn seed_queried(&mut self, pid: u32, found: &[perf_event::sample::ExecMapping]) {
+        self.spaces.insert(pid, Space::new());
+        self.touch(pid);
+        for m in found {
+            let name = m.name.as_ref().map(|n| n.to_string_lossy());
+            let path = name.as_deref().unwrap_or("//anon");
+            let len = m.end.saturating_sub(m.start);
+            self.mmap(pid, m.start, len, m.offset, path, m.build_id.clone());
         }
     }
 
@@ -386,6 +409,39 @@ mod tests {
     fn path(s: &AddressSpaces, pid: u32, addr: u64) -> Option<String> {
         s.find(pid, addr)
             .map(|id| s.mapping(id).unwrap().path.to_string())
+    }
+
+    /// This process seeded from the kernel's answers and from the text of `/proc/self/maps` (its
+    /// build ids read from the files): the same mappings, paths, offsets and build ids, but the
+    /// text's `[vsyscall]` page (no mapping of the process's own).
+    #[test]
+    fn the_kernels_answers_seed_the_space_the_text_does() {
+        let me = std::process::id();
+        let Some(found) = perf_event::sample::executable_mappings(me).unwrap() else {
+            println!("skipped: PROCMAP_QUERY needs Linux 6.11");
+            return;
+        };
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (mut asked, mut read) = (AddressSpaces::new(), AddressSpaces::new());
+        asked.set_loader(Loader::new(), Duration::from_secs(30));
+        read.set_loader(Loader::new(), Duration::from_secs(30));
+        asked.seed_queried(me, &found);
+        read.seed(me, &text);
+        let all = |s: &AddressSpaces| -> Vec<_> {
+            s.space(me)
+                .map(|(range, id)| {
+                    let m = s.mapping(id).unwrap();
+                    (range, m.path.to_string(), m.file_offset, m.build_id.clone())
+                })
+                .filter(|m| m.1 != "[vsyscall]")
+                .collect()
+        };
+        let (asked, read) = (all(&asked), all(&read));
+        assert_eq!(asked, read);
+        assert!(
+            read.iter().filter(|m| m.3.is_some()).count() >= 2,
+            "the test binary and libc have build ids: {read:?}"
+        );
     }
 
     #[test]
