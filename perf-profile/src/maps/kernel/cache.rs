@@ -12,9 +12,36 @@
 //! The folder is the profiler's own ([`place`]): created mode 0700, then used only when it is a
 //! directory (not a symlink), owned by the effective user and writable by no one else. The file is
 //! opened in it without following a link or waiting (a FIFO is refused), must be a regular file
-//! of the effective user's of at most [`MAX_FILE`] bytes, and is checked whole as it is read:
-//! anything amiss and it is not used. It is written to a fresh temporary name and renamed into
-//! place, so two profilers at once each see a whole file or none.
+//! of the effective user's of at most [`MAX_FILE`] bytes, and everything read of it is checked
+//! (below): anything amiss and it is not used (the capture reads `/proc/kallsyms` instead). It is
+//! written to a fresh temporary name and renamed into place, so two profilers at once each see a
+//! whole file or none.
+//!
+//! # What is read, and checked, when
+//!
+//! The file is read by positioned reads (`pread`), never mapped: what was read is a copy that a
+//! writer of the file cannot change afterwards.
+//!
+//! - Always, before anything else is used: the header whole (magic, version, the key equal to
+//!   this boot's, `lo <= hi` within 4 GiB of each other, at least one symbol, and the sizes adding
+//!   up to the file's size as opened).
+//! - Always, whole, before any symbol is taken: the address array, every entry of it. Addresses
+//!   sorted, the first at `lo`, the last (so all) within `hi`; every name's end after the one
+//!   before and at most 64 KiB past it, the last one at the names' length (so all within it).
+//!   Which symbol names an address depends on every entry below and above it, so the array is
+//!   not bisected: a bisection by reads would see a few entries, and could not tell a corrupted
+//!   one from the truth.
+//! - Then the names, as they are read, every byte read [`name_byte`]s (ASCII, no space):
+//!   [`read_all`] (continuous mode's lazy lookups) reads and checks every name; [`read_for`] (a
+//!   capture's end: a few hundred addresses) only the names of the symbols those addresses fall
+//!   in, neighbours closer than [`NAMES_GAP`] read at once, the bytes between them checked too.
+//!   A name it does not read is not checked: it names nothing in that capture, and a byte amiss
+//!   there cannot change what the names read say.
+//! - Last: the file's last byte (a name's: checked) is there and nothing after it, so that a file
+//!   cut short (or grown) since its size was taken is refused, as reading it whole would.
+//!
+//! So [`read_for`] answers every address it is asked as [`read_all`] on the same file does, or
+//! refuses; it accepts where [`read_all`] refuses only for a byte it did not read.
 //!
 //! # Format (little-endian)
 //!
@@ -377,8 +404,8 @@ pub(super) fn decode(
     decode_at(bytes.as_slice(), len, key, want)
 }
 
-/// The cache `src` holds (`len` bytes), checked as it is read (see the module's documentation):
-/// `key`'s, symbols sorted from `lo` within `hi`, every name end within the names, after the one
+/// The cache `src` holds (`len` bytes), checked as it is read (see the module's documentation,
+/// "What is read, and checked, when"): `key`'s, symbols sorted from `lo` within `hi`, every name end within the names, after the one
 /// before and at most 64 KiB after it, the last at the names' end; the names' length and the
 /// file's size what the header says. Without `want`, every symbol, every name checked of
 /// [`name_byte`]s. With `want`, only the symbols that name those addresses (sorted, unique: the
@@ -398,74 +425,77 @@ pub(super) fn decode_at(
     }
     let bad = Miss::Absent;
     let mut t = Table::default();
+    if want.is_none() {
+        t.entries.reserve_exact(h.count as usize);
+    }
     // With `want`: the symbols that name its addresses (address, name start and end), in order.
     let mut picks: Vec<(u64, u32, u32)> = Vec::new();
+    // The next address asked for, less `lo` (within u32: checked above); none: past them all.
+    let wanted = |next: usize| {
+        want.and_then(|a| a.get(next))
+            .map_or(u64::MAX, |a| a - h.lo)
+    };
     let mut next = 0;
-    let mut last: Option<(u64, u32, u32)> = None;
+    let mut next_at = wanted(next);
+    // The last symbol's address less `lo`, and its name's start and end. Before the first: at
+    // `lo` (the first must be there), its name ending at 0.
+    let mut last = (0u32, 0u32, 0u32);
     // The array is read whole, in pieces, and taken apart in place: the order of every symbol
     // and the bounds of every name are what make the few picked right (a bisection by `pread`s
     // would see a few entries, and could not tell a corrupted one from the truth).
-    let mut entries = vec![0u8; NAMES_PIECE.min(h.count as usize * 8)];
-    let mut in_piece = 0..0;
+    let mut piece = vec![0u8; NAMES_PIECE.min(h.count as usize * 8)];
     let mut piece_at = h.entries_at;
-    for i in 0..h.count {
-        if in_piece.is_empty() {
-            let n = entries.len().min((h.count - i) as usize * 8);
-            read_exact_at(src, &mut entries[..n], piece_at).ok_or(bad)?;
-            piece_at += n as u64;
-            in_piece = 0..n;
+    let mut first = u32::MAX;
+    let mut left = h.count as usize * 8;
+    while left > 0 {
+        let piece = &mut piece[..left.min(NAMES_PIECE)];
+        read_exact_at(src, piece, piece_at).ok_or(bad)?;
+        if piece_at == h.entries_at {
+            first = u32::from_le_bytes([piece[0], piece[1], piece[2], piece[3]]);
         }
-        let at = in_piece.start;
-        in_piece.start += 8;
-        let word = |o: usize| {
-            u32::from_le_bytes([
-                entries[at + o],
-                entries[at + o + 1],
-                entries[at + o + 2],
-                entries[at + o + 3],
-            ])
-        };
-        let (delta, end) = (word(0), word(4));
-        let Some(addr) = h.lo.checked_add(u64::from(delta)) else {
-            return Err(bad);
-        };
-        let start = last.map_or(0, |l| l.2);
-        let sorted = last.map_or(delta == 0, |l| l.0 <= addr);
-        let named = start < end && end <= h.names_len && end - start <= u32::from(u16::MAX);
-        if !sorted || !named || addr > h.hi {
-            return Err(bad);
-        }
-        match want {
-            None => t.entries.push(Entry {
-                addr,
-                name_at: start,
-                name_len: (end - start) as u16,
-                module: 0,
-            }),
-            Some(addrs) => {
-                // The addresses below this symbol are named by the one before (there is one:
-                // the first symbol is at `lo`, and no address is below it).
-                while addrs.get(next).is_some_and(|&a| a < addr) {
-                    let Some(l) = last else {
-                        return Err(bad);
-                    };
-                    if picks.last() != Some(&l) {
-                        picks.push(l);
-                    }
+        piece_at += piece.len() as u64;
+        left -= piece.len();
+        for entry in piece.chunks_exact(8) {
+            let word =
+                |o: usize| u32::from_le_bytes([entry[o], entry[o + 1], entry[o + 2], entry[o + 3]]);
+            let (delta, end) = (word(0), word(4));
+            // Sorted; the name after the last one, not empty, shorter than 64 KiB. Where the
+            // ends rise, only the last one need be checked against the names' length; where
+            // the addresses do, only the last one against `hi` (after the array).
+            if delta < last.0 || end.wrapping_sub(last.2).wrapping_sub(1) >= u32::from(u16::MAX) {
+                return Err(bad);
+            }
+            // The addresses below this symbol are named by the one before (there is one: the
+            // first symbol is at `lo`, and no address is below it).
+            if u64::from(delta) > next_at {
+                if picks.last().is_none_or(|p| p.1 != last.1 || p.2 != last.2) {
+                    picks.push((h.lo.wrapping_add(last.0.into()), last.1, last.2));
+                }
+                while next_at < u64::from(delta) {
                     next += 1;
+                    next_at = wanted(next);
                 }
             }
-        }
-        last = Some((addr, start, end));
-        if i + 1 == h.count && end != h.names_len {
-            return Err(bad);
+            if want.is_none() {
+                t.entries.push(Entry {
+                    addr: h.lo.wrapping_add(delta.into()),
+                    name_at: last.2,
+                    name_len: end.wrapping_sub(last.2) as u16,
+                    module: 0,
+                });
+            }
+            last = (delta, last.2, end);
         }
     }
-    drop(entries);
-    if let (Some(addrs), Some(l)) = (want, last) {
-        if next < addrs.len() && picks.last() != Some(&l) {
-            picks.push(l);
-        }
+    drop(piece);
+    // The first symbol at `lo`, the last within `hi` (so that no address overflowed), its name
+    // ending the names.
+    if first != 0 || u64::from(last.0) > h.hi - h.lo || last.2 != h.names_len {
+        return Err(bad);
+    }
+    // Addresses at or above the last symbol: named by it.
+    if next_at != u64::MAX && picks.last().is_none_or(|p| p.2 != last.2) {
+        picks.push((h.lo + u64::from(last.0), last.1, last.2));
     }
     let names_at = h.names_at();
     if want.is_none() {
