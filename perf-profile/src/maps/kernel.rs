@@ -1226,7 +1226,124 @@ mod tests {
             let per = (cpu_ns().unwrap() - start) / ROUNDS;
             println!("round {round}: read_for, 300 addresses, {len}-byte cache: {per} ns CPU each");
         }
+        // What a bisection of the address array by reads would cost: 8-byte reads, as many as
+        // 300 bisections of it take.
+        use std::os::unix::fs::FileExt;
+        let file = fs::File::open(dir.join("kallsyms-v1")).unwrap();
+        let count = all.table.entries.len() as u64;
+        let probes = 300 * (u64::BITS - count.leading_zeros()) as u64;
+        let mut word = [0u8; 8];
+        let start = cpu_ns().unwrap();
+        for i in 0..probes {
+            file.read_exact_at(&mut word, (i * 7919 % count) * 8)
+                .unwrap();
+        }
+        println!(
+            "{probes} reads of 8 bytes, as 300 bisections of {count} entries: {} ns CPU",
+            cpu_ns().unwrap() - start
+        );
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Against this kernel's cache: an entry of the address array made wrong (out of order, a
+    /// name empty or past the names), wherever it is, refuses the cache for any addresses asked,
+    /// as for all of them; and a byte flipped anywhere gives, for a few hundred addresses, the
+    /// names reading it whole gives, or those of the cache before the flip where reading it
+    /// whole refuses it, or a refusal.
+    #[test]
+    fn a_corrupted_cache_of_this_kernel_is_refused_or_names_as_when_read_whole() {
+        let Some((_, dir, all, len)) = this_kernels_cache("corrupted") else {
+            return;
+        };
+        let bytes = fs::read(dir.join("kallsyms-v1")).unwrap();
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(bytes.len() as u64, len);
+        let key = synthetic_key();
+        let count = all.table.entries.len();
+        let names_len = all.table.names.len();
+        let entries_at = bytes.len() - names_len - count * 8;
+        let addrs = random_addrs(all.lo, all.hi, 300, 7);
+        let named = |b: &[u8]| {
+            let core = cache::decode(b, b.len() as u64, &key, Some(&addrs))?;
+            let k = KernelSymbols {
+                only: OnceLock::from((addrs.clone(), core.table)),
+                ..KernelSymbols::default()
+            };
+            Ok::<_, cache::Miss>(
+                addrs
+                    .iter()
+                    .map(|&a| k.find(a).map(|s| (s.addr, s.name.to_owned())))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let truth = named(&bytes).expect("the cache as written");
+        let word = |b: &[u8], i: usize, o: usize| {
+            let at = entries_at + i * 8 + o;
+            u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+        };
+        let set = |b: &mut [u8], i: usize, o: usize, v: u32| {
+            let at = entries_at + i * 8 + o;
+            b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let mut wrong = 0;
+        for _ in 0..12 {
+            let i = 1 + random(count - 2);
+            let (before, after) = (word(&bytes, i - 1, 0), word(&bytes, i + 1, 0));
+            let mut cases: Vec<(u32, usize, u32)> = vec![
+                // The name empty, past the names, longer than 64 KiB.
+                (4, i, word(&bytes, i - 1, 4)),
+                (4, i, names_len as u32 + 1),
+                (4, i, word(&bytes, i - 1, 4) + 0x1_0000),
+            ];
+            // Below the one before, above the one after.
+            if before > 0 {
+                cases.push((0, i, before - 1));
+            }
+            if after < u32::MAX {
+                cases.push((0, i, after + 1));
+            }
+            for (o, i, v) in cases {
+                let mut b = bytes.clone();
+                set(&mut b, i, o as usize, v);
+                assert!(named(&b).is_err(), "entry {i} word {o} = {v:#x}");
+                assert!(cache::decode(b.as_slice(), len, &key, None).is_err());
+                wrong += 1;
+            }
+        }
+        let mut only_read_sound = 0;
+        for _ in 0..60 {
+            let at = random(bytes.len());
+            let mut b = bytes.clone();
+            b[at] ^= [0x01, 0x20, 0x80, 0xff][random(4)];
+            let Ok(only) = named(&b) else {
+                continue;
+            };
+            match cache::decode(b.as_slice(), len, &key, None) {
+                Ok(core) => {
+                    let whole = KernelSymbols {
+                        table: OnceLock::from(core.table),
+                        ..KernelSymbols::default()
+                    };
+                    let whole: Vec<_> = addrs
+                        .iter()
+                        .map(|&a| whole.find(a).map(|s| (s.addr, s.name.to_owned())))
+                        .collect();
+                    assert_eq!(only, whole, "byte {at}");
+                }
+                Err(_) => {
+                    assert_eq!(only, truth, "byte {at}");
+                    only_read_sound += 1;
+                }
+            }
+        }
+        println!("{wrong} wrong entries refused; {only_read_sound} flips in names not read");
     }
 
     /// With a cache folder: the first capture's end reads `/proc/kallsyms` and writes the cache;
