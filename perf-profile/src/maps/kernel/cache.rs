@@ -97,7 +97,8 @@ const MAX_KEY: usize = 4096;
 /// How much of the head of `/proc/kallsyms` the key's fingerprint covers.
 pub const HEAD_BYTES: usize = 4096;
 
-/// The cache's address array is read, and written, in pieces this large.
+/// The cache is written, and its address array read, in pieces this large; a run of names read
+/// at once is at most this long.
 const NAMES_PIECE: usize = 64 << 10;
 
 /// Where the cache's folder is, and whether the folders above it may be created.
@@ -405,12 +406,13 @@ pub(super) fn decode(
 }
 
 /// The cache `src` holds (`len` bytes), checked as it is read (see the module's documentation,
-/// "What is read, and checked, when"): `key`'s, symbols sorted from `lo` within `hi`, every name end within the names, after the one
-/// before and at most 64 KiB after it, the last at the names' end; the names' length and the
-/// file's size what the header says. Without `want`, every symbol, every name checked of
-/// [`name_byte`]s. With `want`, only the symbols that name those addresses (sorted, unique: the
-/// last symbol at or below each), only their names read and checked (and the bytes between
-/// neighbours read with them), and [`Miss::OutOfRange`] when one is not within `lo..=hi`.
+/// "What is read, and checked, when"): `key`'s, symbols sorted from `lo` within `hi`, every name
+/// end within the names, after the one before and at most 64 KiB after it, the last at the
+/// names' end; the names' length and the file's size what the header says. Without `want`, every
+/// symbol, every name checked of [`name_byte`]s. With `want`, only the symbols that name those
+/// addresses (sorted, unique: the last symbol at or below each), only their names read and
+/// checked (and the bytes between neighbours read with them), and [`Miss::OutOfRange`] when one
+/// is not within `lo..=hi`.
 pub(super) fn decode_at(
     src: &(impl At + ?Sized),
     len: u64,
@@ -468,7 +470,7 @@ pub(super) fn decode_at(
             // The addresses below this symbol are named by the one before (there is one: the
             // first symbol is at `lo`, and no address is below it).
             if u64::from(delta) > next_at {
-                if picks.last().is_none_or(|p| p.1 != last.1 || p.2 != last.2) {
+                if picks.last().is_none_or(|p| p.2 != last.2) {
                     picks.push((h.lo.wrapping_add(last.0.into()), last.1, last.2));
                 }
                 while next_at < u64::from(delta) {
