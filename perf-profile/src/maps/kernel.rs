@@ -1004,36 +1004,58 @@ mod tests {
                 );
             }
         }
-        let mut accepted = 0;
+        // The names a decoded cache gives `addrs`, once it is checked sound.
+        let names = |core: cache::Core, at: usize, flip: u8| {
+            let t = &core.table;
+            assert!(t.entries.windows(2).all(|w| w[0].addr <= w[1].addr));
+            for e in &t.entries {
+                assert!((core.lo..=core.hi).contains(&e.addr));
+                let name = t.name_of(e);
+                assert_eq!(name.len(), usize::from(e.name_len), "{at} {flip:#x}");
+                assert!(!name.is_empty() && name.iter().all(u8::is_ascii_graphic));
+            }
+            let k = KernelSymbols {
+                only: OnceLock::from((addrs.to_vec(), core.table)),
+                ..KernelSymbols::default()
+            };
+            addrs
+                .iter()
+                .map(|&a| k.find(a).map(|s| (s.addr, s.name.to_owned())))
+                .collect::<Vec<_>>()
+        };
+        let truth: Vec<_> = addrs
+            .iter()
+            .map(|&a| whole.find(a).map(|s| (s.addr, s.name.to_owned())))
+            .collect();
+        let (mut accepted, mut only_read_sound) = (0, 0);
         for at in 0..bytes.len() {
             for flip in [0x01u8, 0x20, 0x80, 0xff] {
                 let mut b = bytes.clone();
                 b[at] ^= flip;
-                for want in [None, Some(&addrs[..])] {
-                    let Ok(core) = cache::decode(b.as_slice(), b.len() as u64, &key, want) else {
-                        continue;
-                    };
-                    accepted += 1;
-                    let t = &core.table;
-                    assert!(t.entries.windows(2).all(|w| w[0].addr <= w[1].addr));
-                    for e in &t.entries {
-                        assert!((core.lo..=core.hi).contains(&e.addr));
-                        let name = t.name_of(e);
-                        assert_eq!(name.len(), usize::from(e.name_len), "{at} {flip:#x}");
-                        assert!(!name.is_empty() && name.iter().all(u8::is_ascii_graphic));
-                    }
-                    let k = KernelSymbols {
-                        table: OnceLock::from(core.table),
-                        ..KernelSymbols::default()
-                    };
-                    for a in addrs {
-                        let _ = k.find(a);
+                let len = b.len() as u64;
+                let all = cache::decode(b.as_slice(), len, &key, None);
+                let only = cache::decode(b.as_slice(), len, &key, Some(&addrs));
+                let all = all.map(|core| names(core, at, flip));
+                let Ok(only) = only.map(|core| names(core, at, flip)) else {
+                    continue;
+                };
+                accepted += 1;
+                match all {
+                    // What is read for a few addresses names them as reading it all does.
+                    Ok(all) => assert_eq!(only, all, "{at} {flip:#x}"),
+                    // Refused whole but not for a few addresses: the flip is in what naming
+                    // them does not read, and they are named as before it.
+                    Err(_) => {
+                        assert_eq!(only, truth, "{at} {flip:#x}");
+                        only_read_sound += 1;
                     }
                 }
             }
         }
-        // Flips in names and addresses still decode: the test saw decoded tables.
+        // Flips in names and addresses still decode: the test saw decoded tables; and flips in
+        // names not read for the addresses asked.
         assert!(accepted > 0);
+        assert!(only_read_sound > 0);
     }
 
     /// Against this kernel: the cache of `/proc/kallsyms` names each image symbol's address, the
@@ -1075,6 +1097,254 @@ mod tests {
             core.table.entries.len(),
             bytes.len()
         );
+    }
+
+    /// The bytes this thread has read (`rchar` of `/proc/thread-self/io`: every `read` and
+    /// `pread`); `None` where the kernel does not count them.
+    fn bytes_read() -> Option<u64> {
+        let io = fs::read_to_string("/proc/thread-self/io").ok()?;
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar:"))?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// `n` addresses spread at random over `lo..=hi` (a fixed xorshift, so that a failure
+    /// repeats), with `lo` and `hi`: sorted, unique.
+    fn random_addrs(lo: u64, hi: u64, n: usize, seed: u64) -> Vec<u64> {
+        let mut x = seed | 1;
+        let mut addrs: Vec<u64> = (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                lo + x % (hi - lo + 1)
+            })
+            .chain([lo, hi])
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
+    }
+
+    /// A cache of this kernel's `/proc/kallsyms`, written into a fresh folder: the folder, its
+    /// path, the whole table read back from it, and the file's size. `None` (skipped) where the
+    /// addresses are hidden.
+    fn this_kernels_cache(
+        name: &str,
+    ) -> Option<(cache::Dir, std::path::PathBuf, cache::Core, u64)> {
+        if let Some(why) = KernelSymbols::load_with(None).hidden() {
+            println!("skipped: {why}");
+            return None;
+        }
+        let whole = KernelSymbols::parse(&fs::read_to_string(KALLSYMS).unwrap());
+        let dir = cache_folder(name);
+        let d = cache::open_dir(&cache::Place::at(&dir)).expect("a fresh folder is ours");
+        cache::write(&d, &synthetic_key(), whole.table());
+        let len = fs::metadata(dir.join("kallsyms-v1")).unwrap().len();
+        let all = cache::read_all(&d, &synthetic_key()).expect("the cache written");
+        Some((d, dir, all, len))
+    }
+
+    /// A capture's end reads from this kernel's cache only what names its addresses (the header,
+    /// the address array, the names of the symbols they fall in), far less than the file, and
+    /// names a few hundred random addresses as reading the whole file does.
+    #[test]
+    fn a_captures_end_reads_only_what_names_its_addresses_from_the_cache() {
+        if bytes_read().is_none() {
+            println!("skipped: /proc/thread-self/io does not count the bytes read");
+            return;
+        }
+        let Some((d, dir, all, len)) = this_kernels_cache("partial") else {
+            return;
+        };
+        let whole = KernelSymbols {
+            table: OnceLock::from(all.table.clone()),
+            ..KernelSymbols::default()
+        };
+        let mut most = 0;
+        for seed in 1..=20 {
+            let addrs = random_addrs(all.lo, all.hi, 300, seed);
+            let before = bytes_read().unwrap();
+            let only = cache::read_for(&d, &synthetic_key(), &addrs).expect("the cache read");
+            let read = bytes_read().unwrap() - before;
+            most = most.max(read);
+            assert!(only.table.entries.len() <= addrs.len());
+            let k = KernelSymbols {
+                only: OnceLock::from((addrs.clone(), only.table)),
+                ..KernelSymbols::default()
+            };
+            for &a in &addrs {
+                assert_eq!(k.find(a), whole.find(a), "{a:#x}");
+            }
+            assert!(
+                read < len / 2,
+                "{read} of the cache's {len} bytes read to name {} addresses",
+                addrs.len()
+            );
+        }
+        println!(
+            "at most {most} of the cache's {len} bytes read to name 300 addresses ({} symbols)",
+            all.table.entries.len()
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// This thread's CPU time so far (`/proc/thread-self/schedstat`), in nanoseconds: brought up
+    /// to date at the scheduler's ticks, so only a long run's is meaningful.
+    fn cpu_ns() -> Option<u64> {
+        fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// Not a check: the CPU time of naming 300 random addresses from this kernel's cache
+    /// (`cargo test --release -p perf-profile --lib cpu_time_of -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement, run by hand in a release build"]
+    fn cpu_time_of_naming_300_addresses_from_the_cache() {
+        let Some((d, dir, all, len)) = this_kernels_cache("timing") else {
+            return;
+        };
+        let Some(_) = cpu_ns() else {
+            println!("skipped: no /proc/thread-self/schedstat");
+            return;
+        };
+        const ROUNDS: u64 = 200;
+        let sets: Vec<Vec<u64>> = (1..=ROUNDS)
+            .map(|seed| random_addrs(all.lo, all.hi, 300, seed))
+            .collect();
+        for round in 0..3 {
+            let start = cpu_ns().unwrap();
+            for addrs in &sets {
+                let only = cache::read_for(&d, &synthetic_key(), addrs).expect("the cache read");
+                assert!(!only.table.entries.is_empty());
+            }
+            let per = (cpu_ns().unwrap() - start) / ROUNDS;
+            println!("round {round}: read_for, 300 addresses, {len}-byte cache: {per} ns CPU each");
+        }
+        // What a bisection of the address array by reads would cost: 8-byte reads, as many as
+        // 300 bisections of it take.
+        use std::os::unix::fs::FileExt;
+        let file = fs::File::open(dir.join("kallsyms-v1")).unwrap();
+        let count = all.table.entries.len() as u64;
+        let probes = 300 * (u64::BITS - count.leading_zeros()) as u64;
+        let mut word = [0u8; 8];
+        let start = cpu_ns().unwrap();
+        for i in 0..probes * ROUNDS {
+            file.read_exact_at(&mut word, (i * 7919 % count) * 8)
+                .unwrap();
+        }
+        println!(
+            "{probes} reads of 8 bytes, as 300 bisections of {count} entries: {} ns CPU",
+            (cpu_ns().unwrap() - start) / ROUNDS
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Against this kernel's cache: an entry of the address array made wrong (out of order, a
+    /// name empty or past the names), wherever it is, refuses the cache for any addresses asked,
+    /// as for all of them; and a byte flipped anywhere gives, for a few hundred addresses, the
+    /// names reading it whole gives, or those of the cache before the flip where reading it
+    /// whole refuses it, or a refusal.
+    #[test]
+    fn a_corrupted_cache_of_this_kernel_is_refused_or_names_as_when_read_whole() {
+        let Some((_, dir, all, len)) = this_kernels_cache("corrupted") else {
+            return;
+        };
+        let bytes = fs::read(dir.join("kallsyms-v1")).unwrap();
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(bytes.len() as u64, len);
+        let key = synthetic_key();
+        let count = all.table.entries.len();
+        let names_len = all.table.names.len();
+        let entries_at = bytes.len() - names_len - count * 8;
+        let addrs = random_addrs(all.lo, all.hi, 300, 7);
+        let named = |b: &[u8]| {
+            let core = cache::decode(b, b.len() as u64, &key, Some(&addrs))?;
+            let k = KernelSymbols {
+                only: OnceLock::from((addrs.clone(), core.table)),
+                ..KernelSymbols::default()
+            };
+            Ok::<_, cache::Miss>(
+                addrs
+                    .iter()
+                    .map(|&a| k.find(a).map(|s| (s.addr, s.name.to_owned())))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let truth = named(&bytes).expect("the cache as written");
+        let word = |b: &[u8], i: usize, o: usize| {
+            let at = entries_at + i * 8 + o;
+            u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+        };
+        let set = |b: &mut [u8], i: usize, o: usize, v: u32| {
+            let at = entries_at + i * 8 + o;
+            b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let mut wrong = 0;
+        for _ in 0..12 {
+            let i = 1 + random(count - 2);
+            let (before, after) = (word(&bytes, i - 1, 0), word(&bytes, i + 1, 0));
+            let mut cases: Vec<(u32, usize, u32)> = vec![
+                // The name empty, past the names, longer than 64 KiB.
+                (4, i, word(&bytes, i - 1, 4)),
+                (4, i, names_len as u32 + 1),
+                (4, i, word(&bytes, i - 1, 4) + 0x1_0000),
+            ];
+            // Below the one before, above the one after.
+            if before > 0 {
+                cases.push((0, i, before - 1));
+            }
+            if after < u32::MAX {
+                cases.push((0, i, after + 1));
+            }
+            for (o, i, v) in cases {
+                let mut b = bytes.clone();
+                set(&mut b, i, o as usize, v);
+                assert!(named(&b).is_err(), "entry {i} word {o} = {v:#x}");
+                assert!(cache::decode(b.as_slice(), len, &key, None).is_err());
+                wrong += 1;
+            }
+        }
+        let mut only_read_sound = 0;
+        for _ in 0..60 {
+            let at = random(bytes.len());
+            let mut b = bytes.clone();
+            b[at] ^= [0x01, 0x20, 0x80, 0xff][random(4)];
+            let Ok(only) = named(&b) else {
+                continue;
+            };
+            match cache::decode(b.as_slice(), len, &key, None) {
+                Ok(core) => {
+                    let whole = KernelSymbols {
+                        table: OnceLock::from(core.table),
+                        ..KernelSymbols::default()
+                    };
+                    let whole: Vec<_> = addrs
+                        .iter()
+                        .map(|&a| whole.find(a).map(|s| (s.addr, s.name.to_owned())))
+                        .collect();
+                    assert_eq!(only, whole, "byte {at}");
+                }
+                Err(_) => {
+                    assert_eq!(only, truth, "byte {at}");
+                    only_read_sound += 1;
+                }
+            }
+        }
+        println!("{wrong} wrong entries refused; {only_read_sound} flips in names not read");
     }
 
     /// With a cache folder: the first capture's end reads `/proc/kallsyms` and writes the cache;

@@ -12,9 +12,36 @@
 //! The folder is the profiler's own ([`place`]): created mode 0700, then used only when it is a
 //! directory (not a symlink), owned by the effective user and writable by no one else. The file is
 //! opened in it without following a link or waiting (a FIFO is refused), must be a regular file
-//! of the effective user's of at most [`MAX_FILE`] bytes, and is checked whole as it is read:
-//! anything amiss and it is not used. It is written to a fresh temporary name and renamed into
-//! place, so two profilers at once each see a whole file or none.
+//! of the effective user's of at most [`MAX_FILE`] bytes, and everything read of it is checked
+//! (below): anything amiss and it is not used (the capture reads `/proc/kallsyms` instead). It is
+//! written to a fresh temporary name and renamed into place, so two profilers at once each see a
+//! whole file or none.
+//!
+//! # What is read, and checked, when
+//!
+//! The file is read by positioned reads (`pread`), never mapped: what was read is a copy that a
+//! writer of the file cannot change afterwards.
+//!
+//! - Always, before anything else is used: the header whole (magic, version, the key equal to
+//!   this boot's, `lo <= hi` within 4 GiB of each other, at least one symbol, and the sizes adding
+//!   up to the file's size as opened).
+//! - Always, whole, before any symbol is taken: the address array, every entry of it. Addresses
+//!   sorted, the first at `lo`, the last (so all) within `hi`; every name's end after the one
+//!   before and at most 64 KiB past it, the last one at the names' length (so all within it).
+//!   Which symbol names an address depends on every entry below and above it, so the array is
+//!   not bisected: a bisection by reads would see a few entries, and could not tell a corrupted
+//!   one from the truth.
+//! - Then the names, as they are read, every byte read [`name_byte`]s (ASCII, no space):
+//!   [`read_all`] (continuous mode's lazy lookups) reads and checks every name; [`read_for`] (a
+//!   capture's end: a few hundred addresses) only the names of the symbols those addresses fall
+//!   in, neighbours closer than [`NAMES_GAP`] read at once, the bytes between them checked too.
+//!   A name it does not read is not checked: it names nothing in that capture, and a byte amiss
+//!   there cannot change what the names read say.
+//! - Last: the file's last byte (a name's: checked) is there and nothing after it, so that a file
+//!   cut short (or grown) since its size was taken is refused, as reading it whole would.
+//!
+//! So [`read_for`] answers every address it is asked as [`read_all`] on the same file does, or
+//! refuses; it accepts where [`read_all`] refuses only for a byte it did not read.
 //!
 //! # Format (little-endian)
 //!
@@ -30,9 +57,9 @@
 
 use std::ffi::CStr;
 use std::fs::{self, DirBuilder, File};
-use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
+use std::io::{BufWriter, ErrorKind, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -70,7 +97,8 @@ const MAX_KEY: usize = 4096;
 /// How much of the head of `/proc/kallsyms` the key's fingerprint covers.
 pub const HEAD_BYTES: usize = 4096;
 
-/// The cache is read in pieces this large.
+/// The cache is written, and its address array read, in pieces this large; a run of names read
+/// at once is at most this long.
 const NAMES_PIECE: usize = 64 << 10;
 
 /// Where the cache's folder is, and whether the folders above it may be created.
@@ -255,79 +283,101 @@ fn open_file(dir: &Dir) -> Option<(File, u64)> {
 }
 
 /// The kernel image's symbols that name `addrs` (sorted, unique) from the cache in `dir`, when
-/// it is `key`'s and covers them all.
+/// it is `key`'s and covers them all. Only the header, the address array and the names of the
+/// symbols picked are read (see the module's documentation).
 pub fn read_for(dir: &Dir, key: &Key, addrs: &[u64]) -> Result<Core, Miss> {
     let (file, len) = open_file(dir).ok_or(Miss::Absent)?;
-    decode(
-        BufReader::with_capacity(NAMES_PIECE, file.take(len)),
-        len,
-        key,
-        Some(addrs),
-    )
+    decode_at(&file, len, key, Some(addrs))
 }
 
 /// All the kernel image's symbols from the cache in `dir`, when it is `key`'s.
 pub fn read_all(dir: &Dir, key: &Key) -> Option<Core> {
     let (file, len) = open_file(dir)?;
-    decode(
-        BufReader::with_capacity(NAMES_PIECE, file.take(len)),
-        len,
-        key,
-        None,
-    )
-    .ok()
+    decode_at(&file, len, key, None).ok()
 }
 
 /// Whether the cache in `dir` is `key`'s (its header alone is read).
 pub fn is_current(dir: &Dir, key: &Key) -> bool {
-    open_file(dir).is_some_and(|(file, len)| header(&mut BufReader::new(file), len, key).is_some())
+    open_file(dir).is_some_and(|(file, len)| header(&file, len, key).is_some())
 }
 
-/// A cache's header: `lo`, `hi`, the count, the names' length.
+/// Bytes read where they are: the cache file (`pread`), or in tests its bytes.
+pub(super) trait At {
+    /// Reads into `buf` from `offset` on: how many bytes came (0: none there).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl At for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
+
+impl At for [u8] {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        let from = usize::try_from(offset).map_or(self.len(), |o| o.min(self.len()));
+        let n = buf.len().min(self.len() - from);
+        buf[..n].copy_from_slice(&self[from..from + n]);
+        Ok(n)
+    }
+}
+
+/// `buf` filled from `offset` on; `None` where the bytes end first or reading fails.
+fn read_exact_at(src: &(impl At + ?Sized), mut buf: &mut [u8], mut offset: u64) -> Option<()> {
+    while !buf.is_empty() {
+        match src.read_at(buf, offset) {
+            Ok(0) => return None,
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(())
+}
+
+/// A cache's header: `lo`, `hi`, the count, the names' length, and where its address array
+/// starts.
 struct Header {
     lo: u64,
     hi: u64,
     count: u32,
     names_len: u32,
+    entries_at: u64,
 }
 
-fn u32_of(r: &mut impl Read) -> Option<u32> {
-    let mut b = [0u8; 4];
-    r.read_exact(&mut b).ok()?;
-    Some(u32::from_le_bytes(b))
+impl Header {
+    /// Where the names start.
+    fn names_at(&self) -> u64 {
+        self.entries_at + u64::from(self.count) * 8
+    }
 }
 
-fn u64_of(r: &mut impl Read) -> Option<u64> {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b).ok()?;
-    Some(u64::from_le_bytes(b))
-}
-
-/// The header of a cache of `len` bytes, when it is `key`'s and its counts add up to `len`.
-fn header(r: &mut impl Read, len: u64, key: &Key) -> Option<Header> {
-    let mut magic = [0u8; 8];
-    r.read_exact(&mut magic).ok()?;
-    if &magic != MAGIC || u32_of(r)? != VERSION {
+/// The header of a cache of `len` bytes, when it is `key`'s and its counts add up to `len`: read
+/// at once (its size is known from `key`'s).
+fn header(src: &(impl At + ?Sized), len: u64, key: &Key) -> Option<Header> {
+    let key_len = key.0.len();
+    let mut b = vec![0u8; 8 + 4 + 4 + key_len + 8 + 8 + 4 + 4];
+    read_exact_at(src, &mut b, 0)?;
+    let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let u64_at = |o: usize| u64::from(u32_at(o)) | u64::from(u32_at(o + 4)) << 32;
+    if &b[..8] != MAGIC || u32_at(8) != VERSION {
         return None;
     }
-    let key_len = usize::try_from(u32_of(r)?).ok()?;
-    if key_len != key.0.len() {
+    if usize::try_from(u32_at(12)).ok()? != key_len || b[16..16 + key_len] != key.0[..] {
         return None;
     }
-    let mut k = vec![0u8; key_len];
-    r.read_exact(&mut k).ok()?;
-    if k != key.0 {
-        return None;
-    }
+    let o = 16 + key_len;
     let h = Header {
-        lo: u64_of(r)?,
-        hi: u64_of(r)?,
-        count: u32_of(r)?,
-        names_len: u32_of(r)?,
+        lo: u64_at(o),
+        hi: u64_at(o + 8),
+        count: u32_at(o + 16),
+        names_len: u32_at(o + 20),
+        entries_at: b.len() as u64,
     };
-    let expected = (8 + 4 + 4 + 8 + 8 + 4 + 4 + key_len as u64)
-        + u64::from(h.count) * 8
-        + u64::from(h.names_len);
+    let expected = h.names_at() + u64::from(h.names_len);
     let fits = h.lo <= h.hi && h.hi - h.lo <= u64::from(u32::MAX) && h.count > 0;
     (fits && expected == len).then_some(h)
 }
@@ -338,18 +388,38 @@ fn name_byte(b: u8) -> bool {
     b.is_ascii_graphic()
 }
 
-/// The cache `r` gives (`len` bytes), checked whole: `key`'s, symbols sorted from `lo` within
-/// `hi`, every name within the names, non-empty, of [`name_byte`]s, the names' length and the
-/// file's size what the header says. With `want`, only the symbols that name those addresses
-/// (sorted, unique: the last symbol at or below each), and [`Miss::OutOfRange`] when one is not
-/// within `lo..=hi`.
+/// Names closer than this to the one before are read with it, the bytes between included: a
+/// `pread` costs more than copying this much.
+const NAMES_GAP: u32 = 1 << 10;
+
+/// The cache `r` gives (`len` bytes), as [`decode_at`] its bytes.
+#[cfg(test)]
 pub(super) fn decode(
-    mut r: impl Read,
+    mut r: impl std::io::Read,
     len: u64,
     key: &Key,
     want: Option<&[u64]>,
 ) -> Result<Core, Miss> {
-    let h = header(&mut r, len, key).ok_or(Miss::Absent)?;
+    let mut bytes = Vec::new();
+    r.read_to_end(&mut bytes).map_err(|_| Miss::Absent)?;
+    decode_at(bytes.as_slice(), len, key, want)
+}
+
+/// The cache `src` holds (`len` bytes), checked as it is read (see the module's documentation,
+/// "What is read, and checked, when"): `key`'s, symbols sorted from `lo` within `hi`, every name
+/// end within the names, after the one before and at most 64 KiB after it, the last at the
+/// names' end; the names' length and the file's size what the header says. Without `want`, every
+/// symbol, every name checked of [`name_byte`]s. With `want`, only the symbols that name those
+/// addresses (sorted, unique: the last symbol at or below each), only their names read and
+/// checked (and the bytes between neighbours read with them), and [`Miss::OutOfRange`] when one
+/// is not within `lo..=hi`.
+pub(super) fn decode_at(
+    src: &(impl At + ?Sized),
+    len: u64,
+    key: &Key,
+    want: Option<&[u64]>,
+) -> Result<Core, Miss> {
+    let h = header(src, len, key).ok_or(Miss::Absent)?;
     if let Some(addrs) = want {
         if addrs.iter().any(|a| !(h.lo..=h.hi).contains(a)) {
             return Err(Miss::OutOfRange);
@@ -357,114 +427,122 @@ pub(super) fn decode(
     }
     let bad = Miss::Absent;
     let mut t = Table::default();
+    if want.is_none() {
+        t.entries.reserve_exact(h.count as usize);
+    }
     // With `want`: the symbols that name its addresses (address, name start and end), in order.
     let mut picks: Vec<(u64, u32, u32)> = Vec::new();
+    // The next address asked for, less `lo` (within u32: checked above); none: past them all.
+    let wanted = |next: usize| {
+        want.and_then(|a| a.get(next))
+            .map_or(u64::MAX, |a| a - h.lo)
+    };
     let mut next = 0;
-    let mut last: Option<(u64, u32, u32)> = None;
-    // The entries are read in pieces and taken apart in place: one `read_exact` per field was
-    // half of a warm capture's time in this function.
-    let mut entries = vec![0u8; NAMES_PIECE.min(h.count as usize * 8)];
-    let mut in_piece = 0..0;
-    for i in 0..h.count {
-        if in_piece.is_empty() {
-            let n = entries.len().min((h.count - i) as usize * 8);
-            r.read_exact(&mut entries[..n]).map_err(|_| bad)?;
-            in_piece = 0..n;
+    let mut next_at = wanted(next);
+    // The last symbol's address less `lo`, and its name's start and end. Before the first: at
+    // `lo` (the first must be there), its name ending at 0.
+    let mut last = (0u32, 0u32, 0u32);
+    // The array is read whole, in pieces, and taken apart in place: the order of every symbol
+    // and the bounds of every name are what make the few picked right (a bisection by `pread`s
+    // would see a few entries, and could not tell a corrupted one from the truth).
+    let mut piece = vec![0u8; NAMES_PIECE.min(h.count as usize * 8)];
+    let mut piece_at = h.entries_at;
+    let mut first = u32::MAX;
+    let mut left = h.count as usize * 8;
+    while left > 0 {
+        let piece = &mut piece[..left.min(NAMES_PIECE)];
+        read_exact_at(src, piece, piece_at).ok_or(bad)?;
+        if piece_at == h.entries_at {
+            first = u32::from_le_bytes([piece[0], piece[1], piece[2], piece[3]]);
         }
-        let at = in_piece.start;
-        in_piece.start += 8;
-        let word = |o: usize| {
-            u32::from_le_bytes([
-                entries[at + o],
-                entries[at + o + 1],
-                entries[at + o + 2],
-                entries[at + o + 3],
-            ])
-        };
-        let (delta, end) = (word(0), word(4));
-        let Some(addr) = h.lo.checked_add(u64::from(delta)) else {
-            return Err(bad);
-        };
-        let start = last.map_or(0, |l| l.2);
-        let sorted = last.map_or(delta == 0, |l| l.0 <= addr);
-        let named = start < end && end <= h.names_len && end - start <= u32::from(u16::MAX);
-        if !sorted || !named || addr > h.hi {
-            return Err(bad);
-        }
-        match want {
-            None => t.entries.push(Entry {
-                addr,
-                name_at: start,
-                name_len: (end - start) as u16,
-                module: 0,
-            }),
-            Some(addrs) => {
-                // The addresses below this symbol are named by the one before (there is one:
-                // the first symbol is at `lo`, and no address is below it).
-                while addrs.get(next).is_some_and(|&a| a < addr) {
-                    let Some(l) = last else {
-                        return Err(bad);
-                    };
-                    if picks.last() != Some(&l) {
-                        picks.push(l);
-                    }
+        piece_at += piece.len() as u64;
+        left -= piece.len();
+        for entry in piece.chunks_exact(8) {
+            let word =
+                |o: usize| u32::from_le_bytes([entry[o], entry[o + 1], entry[o + 2], entry[o + 3]]);
+            let (delta, end) = (word(0), word(4));
+            // Sorted; the name after the last one, not empty, shorter than 64 KiB. Where the
+            // ends rise, only the last one need be checked against the names' length; where
+            // the addresses do, only the last one against `hi` (after the array).
+            if delta < last.0 || end.wrapping_sub(last.2).wrapping_sub(1) >= u32::from(u16::MAX) {
+                return Err(bad);
+            }
+            // The addresses below this symbol are named by the one before (there is one: the
+            // first symbol is at `lo`, and no address is below it).
+            if u64::from(delta) > next_at {
+                if picks.last().is_none_or(|p| p.2 != last.2) {
+                    picks.push((h.lo.wrapping_add(last.0.into()), last.1, last.2));
+                }
+                while next_at < u64::from(delta) {
                     next += 1;
+                    next_at = wanted(next);
                 }
             }
-        }
-        last = Some((addr, start, end));
-        if i + 1 == h.count && end != h.names_len {
-            return Err(bad);
+            if want.is_none() {
+                t.entries.push(Entry {
+                    addr: h.lo.wrapping_add(delta.into()),
+                    name_at: last.2,
+                    name_len: end.wrapping_sub(last.2) as u16,
+                    module: 0,
+                });
+            }
+            last = (delta, last.2, end);
         }
     }
-    if let (Some(addrs), Some(l)) = (want, last) {
-        if next < addrs.len() && picks.last() != Some(&l) {
-            picks.push(l);
-        }
+    drop(piece);
+    // The first symbol at `lo`, the last within `hi` (so that no address overflowed), its name
+    // ending the names.
+    if first != 0 || u64::from(last.0) > h.hi - h.lo || last.2 != h.names_len {
+        return Err(bad);
     }
-    let names_len = h.names_len as usize;
+    // Addresses at or above the last symbol: named by it.
+    if next_at != u64::MAX && picks.last().is_none_or(|p| p.2 != last.2) {
+        picks.push((h.lo + u64::from(last.0), last.1, last.2));
+    }
+    let names_at = h.names_at();
     if want.is_none() {
-        t.names = vec![0u8; names_len];
-        r.read_exact(&mut t.names).map_err(|_| bad)?;
+        t.names = vec![0u8; h.names_len as usize];
+        read_exact_at(src, &mut t.names, names_at).ok_or(bad)?;
         if !t.names.iter().all(|&b| name_byte(b)) {
             return Err(bad);
         }
     } else {
-        // Every name is checked; only the ones picked are kept.
-        let mut piece = vec![0u8; NAMES_PIECE.min(names_len)];
-        let mut at = 0usize;
+        // The picked names lie in order, apart (their ends rise): each run of neighbours is
+        // read at once, and every byte read is checked.
+        let mut run = Vec::new();
         let mut k = 0;
-        while at < names_len {
-            let n = piece.len().min(names_len - at);
-            let chunk = &mut piece[..n];
-            r.read_exact(chunk).map_err(|_| bad)?;
-            if !chunk.iter().all(|&b| name_byte(b)) {
+        while let Some(&(_, from, _)) = picks.get(k) {
+            let mut to = k + 1;
+            while picks.get(to).is_some_and(|p| {
+                p.1 - picks[to - 1].2 <= NAMES_GAP && p.2 - from <= NAMES_PIECE as u32
+            }) {
+                to += 1;
+            }
+            let upto = picks[to - 1].2;
+            run.resize((upto - from) as usize, 0);
+            read_exact_at(src, &mut run, names_at + u64::from(from)).ok_or(bad)?;
+            if !run.iter().all(|&b| name_byte(b)) {
                 return Err(bad);
             }
-            let end = at + n;
-            while let Some(&(addr, s, e)) = picks.get(k) {
-                let (s, e) = (s as usize, e as usize);
-                let (from, to) = (s.max(at), e.min(end));
-                if from < to {
-                    t.names.extend_from_slice(&chunk[from - at..to - at]);
-                }
-                if e > end {
-                    break;
-                }
-                let name_at = u32::try_from(t.names.len() - (e - s)).map_err(|_| bad)?;
+            for &(addr, s, e) in &picks[k..to] {
+                let name_at = u32::try_from(t.names.len()).map_err(|_| bad)?;
+                t.names
+                    .extend_from_slice(&run[(s - from) as usize..(e - from) as usize]);
                 t.entries.push(Entry {
                     addr,
                     name_at,
                     name_len: (e - s) as u16,
                     module: 0,
                 });
-                k += 1;
             }
-            at = end;
+            k = to;
         }
     }
-    // Nothing after the names.
-    if r.read(&mut [0u8; 1]).map_or(true, |n| n != 0) {
+    // The file ends where the header says, as it did when its size was taken: its last byte
+    // (the last name's) is there, and nothing after it. (The names not asked for are not
+    // read: a file cut short after its size was taken would not be seen otherwise.)
+    let mut tail = [0u8; 2];
+    if !matches!(src.read_at(&mut tail, len - 1), Ok(1) if name_byte(tail[0])) {
         return Err(bad);
     }
     t.lines = t.entries.len();
