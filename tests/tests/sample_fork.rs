@@ -189,7 +189,8 @@ fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
     let counter = fault_counter();
     let sampler = counter.sampler(2).unwrap();
     forks_while(
-        // Each blocking wait registers the sampler with the reactor (its registration dies with it).
+        // Each blocking wait takes a waiter of the sampler's reactor registration (made at the first
+        // wait, kept until the sampler drops).
         || {
             let _ = sampler.iter().next_timeout(Duration::ZERO);
         },

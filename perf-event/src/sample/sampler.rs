@@ -949,9 +949,10 @@ impl AsFd for Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
-        // The registration leaves the epoll set (no iterator borrows the sampler now: only the reactor
-        // thread may hold it a moment longer) before the counter can have another sampler, whose registration it would
-        // otherwise race for the kernel's wakeups. In a fork child it only closes the child's dup.
+        // The registration leaves the epoll set (no iterator borrows the sampler now: only the
+        // reactor thread may hold it a moment longer) before the counter can have another sampler,
+        // whose registration it would otherwise race for the kernel's wakeups. In a fork child it
+        // only closes the child's duplicate of the fd.
         drop(self.waiters.get_mut().take());
         self.output.claimed.store(false, Ordering::Release);
     }
