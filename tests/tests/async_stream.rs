@@ -234,6 +234,66 @@ fn futures_block_on_drains_every_sample_after_hangup() {
     );
 }
 
+/// A sampler's reactor registration lasts as long as the sampler, and the kernel reports EPOLLHUP
+/// (edge-triggered) once: iterators made after the target exited still end at once, not at their
+/// timeout.
+#[test]
+fn iterators_made_after_the_target_exited_end_at_once() {
+    let mut child = gated_child(2_000);
+    let counter = Counter::new(
+        Software::TaskClock,
+        (Proc(child.id()), Cpu::ALL),
+        task_clock_opts(100_000, 1_000_000),
+    )
+    .unwrap();
+    let sampler = counter.sampler(6).unwrap();
+    let mut first = sampler.iter();
+    // Registered before the child runs, so the hangup reaches this registration.
+    assert!(first.next_timeout(Duration::ZERO).is_none());
+    counter.enable().unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let start = std::time::Instant::now();
+    while first.next_timeout(Duration::from_secs(20)).is_some() {}
+    drop(first);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            // A watchdog: the test fails rather than hangs if a stream never ends.
+            if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+                eprintln!("an async stream made after the target exited did not end in 60 s");
+                std::process::abort();
+            }
+        });
+        for round in 0..3 {
+            let start = std::time::Instant::now();
+            assert!(sampler
+                .iter()
+                .next_timeout(Duration::from_secs(20))
+                .is_none());
+            let took = start.elapsed();
+            assert!(
+                took < Duration::from_secs(5),
+                "round {round}, sync: {took:?}"
+            );
+            let start = std::time::Instant::now();
+            let mut stream = sampler.iter().into_async().unwrap();
+            assert!(block_on(stream.next()).is_none());
+            let took = start.elapsed();
+            assert!(
+                took < Duration::from_secs(5),
+                "round {round}, async: {took:?}"
+            );
+        }
+        tx.send(()).unwrap();
+    });
+}
+
 /// The zero-copy async form: the closure sees each record in the ring; it ends at the hangup.
 #[test]
 fn async_cow_iter_parses_in_place_and_ends() {

@@ -215,7 +215,7 @@ fn async_registrations_leave_fds_flat() {
             a.flush_every(Some(Duration::from_millis(10))).unwrap();
         }
         if i % 3 == 0 {
-            // Back to sync: the registration goes.
+            // Back to sync: the waiter goes (the registration stays with the sampler).
             let mut it = a.into_sync();
             drop(c);
             // The sync iterator still reads (the sampler holds its own fd) after the counter is gone.
@@ -228,6 +228,81 @@ fn async_registrations_leave_fds_flat() {
     });
     println!(
         "500 async registrations: fd delta {dfd}, RSS delta {} KiB",
+        drss / 1024
+    );
+    assert_eq!(dfd, 0, "fds leaked");
+    assert!(drss < RSS_SLACK, "RSS grew by {drss} bytes");
+}
+
+#[test]
+fn a_waited_samplers_registration_lasts_until_it_drops_and_leaves_fds_flat() {
+    // Issue 36, target 2: every iterator that waited registered its sampler with the reactor anew
+    // (a dup of the fd, an epoll ADD) and dropped the registration with it (an epoll DEL, a close),
+    // at every poll of a profiler. One registration (one dup) now lasts from the first wait until
+    // the sampler drops, shared by every later iterator, and goes with the sampler.
+    let _g = serial();
+    let opts = user_sampling(1);
+    let wait_on = |s: &Sampler, t: &Sampler| {
+        assert!(s.iter().next_timeout(Duration::ZERO).is_none());
+        assert!(s
+            .iter()
+            .into_cow()
+            .next_timeout(Duration::ZERO, |_, _| ())
+            .is_none());
+        let mut merged = MergedIter::new([(0, s.iter()), (1, t.iter())]);
+        assert!(merged.next_timeout(Duration::ZERO).is_none());
+        drop(merged.into_async().unwrap());
+    };
+    // The reactor (its epoll set) is started before counting.
+    {
+        let c = Counter::new(Software::PageFault, ME, &opts).unwrap();
+        let (s, t) = (
+            c.sampler(0).unwrap(),
+            Counter::new(Software::PageFault, ME, &opts).unwrap(),
+        );
+        let t = t.sampler(0).unwrap();
+        wait_on(&s, &t);
+    }
+    let base = fd_count();
+    let (c, d) = (
+        Counter::new(Software::PageFault, ME, &opts).unwrap(),
+        Counter::new(Software::PageFault, ME, &opts).unwrap(),
+    );
+    let (s, t) = (c.sampler(0).unwrap(), d.sampler(0).unwrap());
+    let opened = fd_count();
+    wait_on(&s, &t);
+    let registered = fd_count();
+    assert_eq!(
+        registered,
+        opened + 2,
+        "one registration (a dup of the fd) per waited sampler, kept between iterators"
+    );
+    for _ in 0..100 {
+        wait_on(&s, &t);
+    }
+    assert_eq!(
+        fd_count(),
+        registered,
+        "later iterators reuse the registration"
+    );
+    drop((s, t));
+    drop((c, d));
+    assert_eq!(fd_count(), base, "the registrations go with their samplers");
+    let (dfd, drss) = cycles(500, |i| {
+        let c = Counter::new(Software::PageFault, ME, &opts).unwrap();
+        let d = Counter::new(Software::PageFault, ME, &opts).unwrap();
+        let (s, t) = (c.sampler(0).unwrap(), d.sampler(0).unwrap());
+        wait_on(&s, &t);
+        // Alternate the drop order.
+        if i % 2 == 0 {
+            drop((c, s));
+        } else {
+            drop((s, c));
+        }
+        drop((t, d));
+    });
+    println!(
+        "500 waited sampler pairs: fd delta {dfd}, RSS delta {} KiB",
         drss / 1024
     );
     assert_eq!(dfd, 0, "fds leaked");

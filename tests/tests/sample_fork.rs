@@ -8,9 +8,9 @@
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use perf_event::config::{Cpu, Opts, Proc, SampleOn};
+use perf_event::config::{Cpu, Opts, Proc, SampleOn, WakeUpOn};
 use perf_event::count::Counter;
 use perf_event::event::sw::Software;
 use perf_event::Error;
@@ -189,7 +189,8 @@ fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
     let counter = fault_counter();
     let sampler = counter.sampler(2).unwrap();
     forks_while(
-        // Each blocking wait registers the sampler with the reactor (its registration dies with it).
+        // Each blocking wait takes a waiter of the sampler's reactor registration (made at the first
+        // wait, kept until the sampler drops).
         || {
             let _ = sampler.iter().next_timeout(Duration::ZERO);
         },
@@ -213,6 +214,68 @@ fn a_fork_while_a_thread_registers_waiters_leaves_no_lock_held() {
             Ok(())
         },
     );
+}
+
+#[test]
+fn a_fork_childs_copy_of_a_waited_sampler_leaves_the_parents_wakeups_alone() {
+    // Issue 36, target 2: a sampler's reactor registration now lasts until the sampler drops, so a
+    // child made after a wait holds a copy of it, over the parent's epoll set (which a fork shares).
+    // The child's waits and its drop of the copy must leave the parent's registration in place and
+    // its wakeups to the parent: a waiting parent thread is still woken.
+    if !run_here(
+        "a_fork_childs_copy_of_a_waited_sampler_leaves_the_parents_wakeups_alone",
+        "PERF_TEST_FORK_KEPT_REGISTRATION",
+    ) {
+        return;
+    }
+    let mut opts = sampling();
+    opts.wake_up.on = WakeUpOn::Samples(1);
+    let counter = Counter::new(Software::PageFault, (Proc::CURRENT, Cpu::ALL), &opts).unwrap();
+    let mut kept = Some(counter.sampler(4).unwrap());
+    let sampler = kept.as_ref().unwrap();
+    assert!(sampler.iter().next_timeout(Duration::ZERO).is_none());
+    drop(sampler.iter().into_async().unwrap());
+    for _ in 0..5 {
+        let pid = tests::fork_child(child_limit(), || {
+            let sampler = kept.take().ok_or("no sampler")?;
+            // The parent's ring: the wait ends at once, without polling the shared event.
+            if sampler
+                .iter()
+                .next_timeout(Duration::from_millis(5))
+                .is_some()
+            {
+                return Err("a record from the parent's ring".into());
+            }
+            // Closes the child's duplicate only; the parent's set is not the child's to change.
+            drop(sampler);
+            own_sampler_works()
+        });
+        tests::wait_child(pid, true).unwrap().unwrap();
+    }
+    let sampler = kept.as_ref().unwrap();
+    let mut woken = 0;
+    for round in 0..5 {
+        let (got, took) = std::thread::scope(|s| {
+            let waiting = s.spawn(|| {
+                let start = Instant::now();
+                let got = sampler.iter().next_timeout(Duration::from_secs(10));
+                (got.is_some(), start.elapsed())
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            counter.enable().unwrap();
+            tests::touch_pages(4);
+            counter.disable().unwrap();
+            waiting.join().unwrap()
+        });
+        assert!(got, "round {round}: no record after {took:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "round {round}: woken after {took:?}"
+        );
+        woken += usize::from(took >= Duration::from_millis(40));
+        let _ = sampler.iter().count();
+    }
+    println!("{woken} of 5 waits were woken by the kernel (the others found records at once)");
 }
 
 #[test]

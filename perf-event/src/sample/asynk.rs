@@ -186,7 +186,10 @@ impl Wait {
 /// # Using your own reactor
 ///
 /// [`Sampler`](super::Sampler) implements [`AsFd`], so an executor's own reactor can watch it
-/// instead. With tokio's `AsyncFd`:
+/// instead. Use one or the other on a sampler: the kernel hands each wakeup of a perf fd to one
+/// poller (`perf_poll` exchanges the ring's pending bits with zero), and once this crate's iterators
+/// waited on a sampler ([`Iter::next_timeout`], the async forms), its registration with the shared
+/// reactor stays until the sampler is dropped. With tokio's `AsyncFd`:
 ///
 /// ```no_run
 /// use perf_event::config::{Opts, Proc, Cpu, SampleOn, WakeUpOn};

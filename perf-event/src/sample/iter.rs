@@ -394,7 +394,8 @@ impl<'a> Reader<'a> {
     }
 
     /// Registers this reader's waiter with the sampler's reactor registration (once), so that no
-    /// wakeup between a look at the ring and the wait is missed.
+    /// wakeup between a look at the ring and the wait is missed. The registration itself is the
+    /// sampler's, made once for every reader: arming makes no syscall after the first.
     pub(crate) fn arm(&mut self) {
         if self.waiter.is_none() {
             self.waiter = self.sampler.waiters().ok().map(|w| w.waiter());

@@ -41,7 +41,8 @@
 //! once, and `None` from the `next` forms after waiting at most 10 ms for a turn. The hand-over is
 //! exact: a request is made and cleared under the sampler's lock, so a reader alone never stops early
 //! with records in the ring. Blocking and async waits share one reactor registration per sampler, so
-//! every waiter sees every kernel wakeup. Iterators end with one error, then `None`, when the ring can
+//! every waiter sees every kernel wakeup; it is made at the first wait and kept until the sampler is
+//! dropped, so iterators made at every poll cost no syscall to wait. Iterators end with one error, then `None`, when the ring can
 //! never be read forward (an overwrite ring, or a ring in a child made by `fork()`).
 //!
 //! Two limits of this contract, by choice:

@@ -640,6 +640,9 @@ mod tests {
     use perf_core::sim::{Sim, SimConfig, SimKernel};
     use perf_sys::{perf_event_attr, PERF_RECORD_SAMPLE};
 
+    use std::os::fd::OwnedFd;
+    use std::time::Duration;
+
     use super::{MergedIter, ROUND_MAX};
     use crate::sample::record::Record;
     use crate::sample::Sampler;
@@ -652,6 +655,19 @@ mod tests {
             ..Default::default()
         };
         (sim.kernel, Sampler::simulated(attr, sim.ring, sim.control))
+    }
+
+    /// [`sim`] over a pipe's read end, which the reactor can watch (`/dev/null` cannot be added to an
+    /// epoll set); the write end is returned to keep it open.
+    fn sim_on_pipe() -> (SimKernel, Sampler, OwnedFd) {
+        let sim = Sim::new(SimConfig::new(4096)).unwrap();
+        let attr = perf_event_attr {
+            sample_type: (perf_sys::PERF_SAMPLE_IP | perf_sys::PERF_SAMPLE_TIME) as u64,
+            ..Default::default()
+        };
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let sampler = Sampler::simulated_on(attr, sim.ring, sim.control, r);
+        (sim.kernel, sampler, w)
     }
 
     fn sample(kernel: &mut SimKernel, n: u64) {
@@ -712,5 +728,36 @@ mod tests {
         assert_eq!(distinct, (0..100).collect(), "{seen:?}");
         // Order is kept across the drops: the rings were read in time order.
         assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    }
+
+    #[test]
+    fn successive_iterators_reuse_the_samplers_one_registration() {
+        // Issue 36, target 2: a profiler makes a merged iterator per poll; each one registered every
+        // sampler with the reactor anew (a dup, an epoll ADD, then a DEL and a close when it dropped),
+        // 2-2.5 % of a capture's CPU. The registration now lives as long as the sampler.
+        let ((mut ka, a, _wa), (_kb, b, _wb)) = (sim_on_pipe(), sim_on_pipe());
+        let mut tokens = Vec::new();
+        for round in 0..3u64 {
+            sample(&mut ka, round);
+            let mut merged = MergedIter::new([(0, a.iter()), (1, b.iter())]);
+            assert!(merged.next_timeout(Duration::ZERO).is_some());
+            assert!(merged.next_timeout(Duration::ZERO).is_none());
+            let ids: Vec<u64> = merged
+                .sources
+                .iter()
+                .map(|s| s.iter.waiter().expect("armed").token())
+                .collect();
+            tokens.push(ids);
+        }
+        for _ in 0..3 {
+            let mut it = a.iter();
+            assert!(it.next_timeout(Duration::ZERO).is_none());
+            tokens.push(vec![it.waiter().expect("armed").token(), tokens[0][1]]);
+            // The async form shares it too.
+            let stream = b.iter().into_async().unwrap();
+            drop(stream);
+        }
+        assert!(tokens.iter().all(|t| *t == tokens[0]), "{tokens:?}");
+        assert_ne!(tokens[0][0], tokens[0][1], "one registration per sampler");
     }
 }

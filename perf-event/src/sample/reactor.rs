@@ -5,7 +5,10 @@
 //! set, edge-triggered, for `EPOLLIN | EPOLLHUP | EPOLLERR`. Any number of waiters share it — async
 //! iterators ([`AsyncIter`](super::AsyncIter), [`AsyncCowIter`](super::AsyncCowIter), the merged per-CPU
 //! stream) and blocking waits ([`Iter::next_timeout`](super::Iter::next_timeout)) — and every waiter sees
-//! every report. One registration is what a perf fd needs: `perf_poll` hands out `EPOLLIN` once per kernel
+//! every report. The registration is made for the first waiter and lasts until the sampler is dropped,
+//! so that the iterators a profiler makes at every poll do not each duplicate the fd, add it to the set,
+//! remove it and close it again; a waiter that comes after the kernel's one report of a lasting
+//! condition (`EPOLLHUP`, `EPOLLERR`) still learns of it. One registration is what a perf fd needs: `perf_poll` hands out `EPOLLIN` once per kernel
 //! wakeup (it exchanges the ring's pending poll bits with zero), so two registrations of one event (or a
 //! `poll(2)` beside an epoll set) would split the wakeups between them and leave one waiter asleep.
 //!
@@ -33,7 +36,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use perf_core::fork::{Lock, LockGuard};
-use rustix::event::epoll;
+use rustix::event::{epoll, PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
@@ -189,6 +192,18 @@ fn spare_capacity(v: &mut Vec<epoll::Event>) -> rustix::buffer::SpareCapacity<'_
     rustix::buffer::spare_capacity(v)
 }
 
+/// The waiters of one registration, and what a waiter that comes later must still learn: the kernel
+/// reports `EPOLLHUP` and `EPOLLERR` once per wakeup (edge-triggered), but both last.
+#[derive(Debug, Default)]
+struct Slots {
+    list: Vec<Option<Slot>>,
+    /// `EPOLLHUP` was reported: the target is gone for good. A new waiter starts with it.
+    hangup: bool,
+    /// The last report had `EPOLLERR`: a new waiter asks the fd whether the error lasts (it ends
+    /// when the event is enabled again, which no report tells).
+    error: bool,
+}
+
 /// One waiter's state.
 #[derive(Debug, Default)]
 struct Slot {
@@ -219,7 +234,7 @@ pub(crate) struct Waiters {
     token: u64,
     /// The reactor's duplicate of the sampler's fd: the registration never outlives the file it watches.
     fd: OwnedFd,
-    slots: Lock<Vec<Option<Slot>>>,
+    slots: Lock<Slots>,
 }
 
 impl Waiters {
@@ -233,7 +248,7 @@ impl Waiters {
             reactor: Arc::clone(&reactor),
             token,
             fd,
-            slots: Lock::new(Vec::new()),
+            slots: Lock::new(Slots::default()),
         });
         lock(&reactor.entries).insert(token, Entry::Fd(Arc::downgrade(&waiters)));
         let flags = epoll::EventFlags::IN
@@ -255,29 +270,87 @@ impl Waiters {
         Ok(waiters)
     }
 
-    /// A new waiter; it sees every report from now on.
+    /// A new waiter; it sees every report from now on, and a hangup or an error still there that
+    /// was reported before it came.
     pub(crate) fn waiter(self: &Arc<Self>) -> Waiter {
-        let mut slots = lock(&self.slots);
-        let id = match slots.iter().position(Option::is_none) {
-            Some(i) => {
-                slots[i] = Some(Slot::default());
-                i
-            }
-            None => {
-                slots.push(Some(Slot::default()));
-                slots.len() - 1
-            }
+        let (id, error) = {
+            let mut slots = lock(&self.slots);
+            let slot = Slot {
+                ready: Readiness {
+                    hangup: slots.hangup,
+                    ..Readiness::default()
+                },
+                ..Slot::default()
+            };
+            let id = match slots.list.iter().position(Option::is_none) {
+                Some(i) => {
+                    slots.list[i] = Some(slot);
+                    i
+                }
+                None => {
+                    slots.list.push(Some(slot));
+                    slots.list.len() - 1
+                }
+            };
+            (id, slots.error)
         };
-        Waiter {
+        let waiter = Waiter {
             waiters: Arc::clone(self),
             id,
+        };
+        if error {
+            self.refresh();
+        }
+        waiter
+    }
+
+    /// Asks the fd what holds now (a `poll(2)` that does not wait) and reports it to every waiter.
+    /// `perf_poll` hands a pending `EPOLLIN` to whoever polls first, so it goes to every waiter here,
+    /// as the reactor would have done with it. Only after an error: the usual path makes no syscall.
+    fn refresh(&self) {
+        // A fork child never polls the event it shares with its parent (it would take the parent's
+        // wakeup); no waiter is made there (`Sampler::waiters` refuses), this is for the record.
+        if !self.reactor.is_current() {
+            return;
+        }
+        let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+        let Ok(_) = rustix::event::poll(
+            &mut fds,
+            Some(&Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            }),
+        ) else {
+            return;
+        };
+        let revents = fds[0].revents();
+        let mut flags = epoll::EventFlags::empty();
+        for (p, e) in [
+            (PollFlags::IN, epoll::EventFlags::IN),
+            (PollFlags::HUP, epoll::EventFlags::HUP),
+            (PollFlags::ERR, epoll::EventFlags::ERR),
+        ] {
+            if revents.contains(p) {
+                flags |= e;
+            }
+        }
+        let mut wake = Vec::new();
+        self.report(flags, &mut wake);
+        for w in wake {
+            w.wake();
         }
     }
 
-    /// The kernel reported `flags` for the fd: every waiter gets them.
+    /// The kernel reported `flags` for the fd: every waiter gets them. Nothing reported (a
+    /// [`refresh`](Self::refresh) that found nothing) only says that no error lasts.
     fn report(&self, flags: epoll::EventFlags, wake: &mut Vec<Waker>) {
         let mut slots = lock(&self.slots);
-        for slot in slots.iter_mut().flatten() {
+        slots.hangup |= flags.contains(epoll::EventFlags::HUP);
+        slots.error = flags.contains(epoll::EventFlags::ERR);
+        if flags.is_empty() {
+            return;
+        }
+        for slot in slots.list.iter_mut().flatten() {
             slot.ready.readable |= flags.contains(epoll::EventFlags::IN);
             slot.ready.hangup |= flags.contains(epoll::EventFlags::HUP);
             slot.ready.error |= flags.contains(epoll::EventFlags::ERR);
@@ -290,7 +363,7 @@ impl Waiters {
         let mut wake = Vec::new();
         {
             let mut slots = lock(&self.slots);
-            for slot in slots.iter_mut().flatten() {
+            for slot in slots.list.iter_mut().flatten() {
                 slot.ready.flush = true;
                 wake.extend(slot.waker.take());
             }
@@ -303,7 +376,7 @@ impl Waiters {
     /// Waiter `id`'s flush timer fired.
     fn flush_fired(&self, id: usize, wake: &mut Vec<Waker>) {
         let mut slots = lock(&self.slots);
-        if let Some(Some(slot)) = slots.get_mut(id) {
+        if let Some(Some(slot)) = slots.list.get_mut(id) {
             if let Some((t, _)) = &slot.timer {
                 // Non-blocking; EAGAIN only means another expiry was already read.
                 let _ = rustix::io::read(t, &mut [0u8; 8]);
@@ -386,7 +459,7 @@ pub(crate) struct Waiter {
 impl Waiter {
     fn with_slot<R>(&self, f: impl FnOnce(&mut Slot) -> R) -> Option<R> {
         let mut slots = lock(&self.waiters.slots);
-        slots.get_mut(self.id).and_then(Option::as_mut).map(f)
+        slots.list.get_mut(self.id).and_then(Option::as_mut).map(f)
     }
 
     /// Takes what was reported since the last call after storing `waker` for the next report:
@@ -445,6 +518,12 @@ impl Waiter {
             };
             std::thread::park_timeout(left);
         }
+    }
+
+    /// The registration's epoll token: the same for every waiter of one registration.
+    #[cfg(test)]
+    pub(crate) fn token(&self) -> u64 {
+        self.waiters.token
     }
 
     /// The readiness bits without registering a waker or clearing them.
@@ -507,6 +586,7 @@ impl Drop for Waiter {
         // The slot leaves the lock whole: its waker is dropped (executor code, which may drop another
         // reader of this sampler and so take this lock) only once the lock is released.
         let slot = lock(&self.waiters.slots)
+            .list
             .get_mut(self.id)
             .and_then(Option::take);
         if let Some(mut slot) = slot {
@@ -625,6 +705,66 @@ mod tests {
         });
         assert!(c.wait_blocking(Duration::from_secs(5)).readable);
         drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn a_waiter_that_comes_after_the_hangup_sees_it() {
+        // A registration outlives its waiters (it lives as long as the sampler); the kernel reports
+        // EPOLLHUP, edge-triggered, once. A later waiter (the next iterator) must still see it, or its
+        // wait for a target that is gone lasts its whole timeout.
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let waiters = Waiters::register(r.as_fd()).unwrap();
+        let first = waiters.waiter();
+        let (count, waker) = counter();
+        let _ = first.poll_ready(&Context::from_waker(&waker));
+        drop(w);
+        assert!(wait_for(&count, 1), "no wakeup after the writer closed");
+        drop(first);
+        let later = waiters.waiter();
+        assert!(later.peek().hangup, "{:?}", later.peek());
+        let start = Instant::now();
+        assert!(later.wait_blocking(Duration::from_secs(5)).hangup);
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_waiter_that_comes_after_an_error_sees_it_while_it_lasts() {
+        // EPOLLERR (a pinned event in error state, a PMU removed) lasts until the event is enabled
+        // again, but is reported once per kernel wakeup: a later waiter of the same registration (the
+        // next async stream) must learn of it, or it waits for records that never come.
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let waiters = Waiters::register(w.as_fd()).unwrap();
+        let first = waiters.waiter();
+        let (count, waker) = counter();
+        let cx = Context::from_waker(&waker);
+        let _ = first.poll_ready(&cx);
+        drop(r);
+        assert!(wait_for(&count, 1), "no wakeup after the reader closed");
+        assert!(first.poll_ready(&cx).error);
+        drop(first);
+        let later = waiters.waiter();
+        let (count, waker) = counter();
+        let got = later.poll_ready(&Context::from_waker(&waker));
+        assert!(got.error, "{got:?}");
+        // Told once, as any report, and no busy loop.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!later.poll_ready(&Context::from_waker(&waker)).error);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_waiter_after_a_passing_error_is_not_told_of_it() {
+        // The other half: a registration that once saw an error but whose fd is fine again (a
+        // re-enabled event) does not end the next stream with a stale error.
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let waiters = Waiters::register(r.as_fd()).unwrap();
+        let mut wake = Vec::new();
+        waiters.report(epoll::EventFlags::ERR, &mut wake);
+        let later = waiters.waiter();
+        let (_count, waker) = counter();
+        let got = later.poll_ready(&Context::from_waker(&waker));
+        assert!(!got.error && !got.hangup, "{got:?}");
+        drop(w);
     }
 
     #[test]

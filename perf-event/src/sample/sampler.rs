@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use perf_core::fork::{Lock, LockGuard};
 use perf_core::sim::SimControl;
@@ -253,8 +253,10 @@ pub struct Sampler {
     pub(super) aux_mapped: AtomicBool,
     lost_records: AtomicU64,
     lost_samples: AtomicU64,
-    /// The sampler's one registration with the async reactor, shared by every waiter.
-    waiters: Lock<Weak<Waiters>>,
+    /// The sampler's one registration with the reactor, shared by every waiter: made for the first one
+    /// and kept until the sampler drops (a profiler makes iterators at every poll, and a registration
+    /// each time cost a dup, two `epoll_ctl`s and a close per ring). Its duplicate fd closes with it.
+    waiters: Lock<Option<Arc<Waiters>>>,
     /// A reader found the ring held: the holder gives it back at its next call, and waiters are woken
     /// when it does. Set and cleared only under `ring`'s lock (set while the ring is out, cleared when it
     /// comes back), so it never outlives the lease it asks to end; read without the lock on the hot path.
@@ -457,7 +459,7 @@ impl Sampler {
             aux_mapped: AtomicBool::new(false),
             lost_records: AtomicU64::new(0),
             lost_samples: AtomicU64::new(0),
-            waiters: Lock::new(Weak::new()),
+            waiters: Lock::new(None),
             wanted: AtomicBool::new(false),
             generation: perf_core::fork::generation(),
             carried: Lock::new(Carried::default()),
@@ -519,16 +521,13 @@ impl Sampler {
             self.wanted.swap(false, Ordering::Relaxed)
         };
         if wanted {
-            let waiters = self.waiters.lock().upgrade();
-            if let Some(w) = waiters {
-                w.wake_all();
-            }
+            self.wake_waiters();
         }
     }
 
     /// Asks every async waiter of this sampler to look again (e.g. the AUX area was given back).
     pub(crate) fn wake_waiters(&self) {
-        let waiters = self.waiters.lock().upgrade();
+        let waiters = self.waiters.lock().clone();
         if let Some(w) = waiters {
             w.wake_all();
         }
@@ -540,7 +539,8 @@ impl Sampler {
         perf_core::fork::generation() != self.generation
     }
 
-    /// The one reactor registration of this sampler, made on first use.
+    /// The one reactor registration of this sampler, made on first use and kept until the sampler
+    /// drops.
     ///
     /// [`ForkedChild`](perf_core::ErrorKind::ForkedChild) in a fork child, before anything touches
     /// the fd: registering the event the child shares with its parent (an epoll `ADD` polls it) would
@@ -548,11 +548,11 @@ impl Sampler {
     pub(crate) fn waiters(&self) -> Result<Arc<Waiters>> {
         self.refuse_forked("data")?;
         let mut slot = self.waiters.lock();
-        if let Some(w) = slot.upgrade() {
-            return Ok(w);
+        if let Some(w) = slot.as_ref() {
+            return Ok(Arc::clone(w));
         }
         let w = Waiters::register(self.as_fd())?;
-        *slot = Arc::downgrade(&w);
+        *slot = Some(Arc::clone(&w));
         Ok(w)
     }
 
@@ -949,6 +949,11 @@ impl AsFd for Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
+        // The registration leaves the epoll set (no iterator borrows the sampler now: only the
+        // reactor thread may hold it a moment longer) before the counter can have another sampler,
+        // whose registration it would otherwise race for the kernel's wakeups. In a fork child it
+        // only closes the child's duplicate of the fd.
+        drop(self.waiters.get_mut().take());
         self.output.claimed.store(false, Ordering::Release);
     }
 }
