@@ -1,7 +1,12 @@
 //! pprof `profile.proto`, through the prost types generated from the vendored schema
 //! (`cargo xtask pprof-proto`), gzip-compressed as pprof expects on disk.
+//!
+//! The message is made part by part in its fields' order, each part handed to a [`Parts`]: the
+//! whole message in memory ([`Profile::to_pprof`]), or each part encoded and compressed as it is
+//! made ([`Profile::write_pprof`]): a system-wide profile's message is thousands of small lists,
+//! which the writer never holds.
 
-use std::io::Write;
+use std::io::{self, Write};
 
 use prost::Message;
 
@@ -12,7 +17,7 @@ use crate::profile::Profile;
 use crate::proto::perftools::profiles as pb;
 
 /// A sample's labels: who ran (`go tool pprof -tags`, `-tagfocus=thread_name:NAME`).
-fn labels(s: &mut Strings, who: &Identity) -> Vec<pb::Label> {
+fn labels<'a>(s: &mut Strings<'a>, who: &'a Identity) -> Vec<pb::Label> {
     let mut labels = vec![
         pb::Label {
             key: s.id("pid").into(),
@@ -42,6 +47,164 @@ fn labels(s: &mut Strings, who: &Identity) -> Vec<pb::Label> {
     labels
 }
 
+/// Where the parts of a pprof `Profile` go, in the order of their fields: the sample types (in
+/// `head`), then each sample, mapping, location and function, the string table, and the fields
+/// that are no table (in `tail`). A part passed by reference is only lent: its lists are reused
+/// for the next one.
+trait Parts {
+    /// A `Profile` with only its `sample_type`.
+    fn head(&mut self, head: pb::Profile) -> io::Result<()>;
+    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()>;
+    fn mapping(&mut self, mapping: &pb::Mapping) -> io::Result<()>;
+    fn location(&mut self, location: &pb::Location) -> io::Result<()>;
+    fn function(&mut self, function: &pb::Function) -> io::Result<()>;
+    fn strings(&mut self, strings: Strings<'_>) -> io::Result<()>;
+    /// A `Profile` with only the fields after `string_table`.
+    fn tail(&mut self, tail: pb::Profile) -> io::Result<()>;
+}
+
+/// The message in memory.
+#[derive(Default)]
+struct Whole(pb::Profile);
+
+impl Parts for Whole {
+    fn head(&mut self, head: pb::Profile) -> io::Result<()> {
+        self.0.sample_type = head.sample_type;
+        Ok(())
+    }
+
+    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()> {
+        self.0.sample.push(sample.clone());
+        Ok(())
+    }
+
+    fn mapping(&mut self, mapping: &pb::Mapping) -> io::Result<()> {
+        self.0.mapping.push(*mapping);
+        Ok(())
+    }
+
+    fn location(&mut self, location: &pb::Location) -> io::Result<()> {
+        self.0.location.push(location.clone());
+        Ok(())
+    }
+
+    fn function(&mut self, function: &pb::Function) -> io::Result<()> {
+        self.0.function.push(*function);
+        Ok(())
+    }
+
+    fn strings(&mut self, strings: Strings<'_>) -> io::Result<()> {
+        self.0.string_table = strings.table();
+        Ok(())
+    }
+
+    fn tail(&mut self, tail: pb::Profile) -> io::Result<()> {
+        let sample_type = std::mem::take(&mut self.0.sample_type);
+        let sample = std::mem::take(&mut self.0.sample);
+        let mapping = std::mem::take(&mut self.0.mapping);
+        let location = std::mem::take(&mut self.0.location);
+        let function = std::mem::take(&mut self.0.function);
+        let string_table = std::mem::take(&mut self.0.string_table);
+        self.0 = pb::Profile {
+            sample_type,
+            sample,
+            mapping,
+            location,
+            function,
+            string_table,
+            ..tail
+        };
+        Ok(())
+    }
+}
+
+/// How much encoded message [`Encoder`] gathers before handing it on.
+const CHUNK: usize = 64 * 1024;
+
+/// The message encoded part by part, as prost would encode it whole (fields in order, each
+/// repeated message field's entries one after the other), written on in chunks.
+struct Encoder<W> {
+    buf: Vec<u8>,
+    w: W,
+}
+
+impl<W: Write> Encoder<W> {
+    fn new(w: W) -> Self {
+        Self {
+            buf: Vec::with_capacity(CHUNK + 4096),
+            w,
+        }
+    }
+
+    /// Hands on what is gathered once it is a chunk.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= CHUNK {
+            self.w.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// A `Profile`'s fields encoded: they merge with those already written.
+    fn fields(&mut self, m: &pb::Profile) -> io::Result<()> {
+        m.encode(&mut self.buf).map_err(io::Error::other)?;
+        self.spill()
+    }
+
+    /// One entry of the length-delimited field `tag` of `Profile`: its key (one byte: every
+    /// field this writes has a tag below 16), the length, then `m`.
+    fn entry(&mut self, tag: u8, m: &impl Message) -> io::Result<()> {
+        self.buf.push(tag << 3 | 2);
+        m.encode_length_delimited(&mut self.buf)
+            .map_err(io::Error::other)?;
+        self.spill()
+    }
+
+    /// Writes the rest; the writer.
+    fn finish(mut self) -> io::Result<W> {
+        self.w.write_all(&self.buf)?;
+        Ok(self.w)
+    }
+}
+
+impl<W: Write> Parts for Encoder<W> {
+    fn head(&mut self, head: pb::Profile) -> io::Result<()> {
+        self.fields(&head)
+    }
+
+    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()> {
+        self.entry(2, sample)
+    }
+
+    fn mapping(&mut self, mapping: &pb::Mapping) -> io::Result<()> {
+        self.entry(3, mapping)
+    }
+
+    fn location(&mut self, location: &pb::Location) -> io::Result<()> {
+        self.entry(4, location)
+    }
+
+    fn function(&mut self, function: &pb::Function) -> io::Result<()> {
+        self.entry(5, function)
+    }
+
+    fn strings(&mut self, strings: Strings<'_>) -> io::Result<()> {
+        for s in strings.iter() {
+            // Field 6, length-delimited; prost writes every entry of a repeated string, the
+            // empty one too.
+            self.buf.push(6 << 3 | 2);
+            prost::encode_length_delimiter(s.len(), &mut self.buf).map_err(io::Error::other)?;
+            self.buf.extend_from_slice(s.as_bytes());
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn tail(&mut self, tail: pb::Profile) -> io::Result<()> {
+        self.fields(&tail)
+    }
+}
+
 impl Profile {
     /// The profile as a pprof `Profile` message (not compressed).
     ///
@@ -52,10 +215,22 @@ impl Profile {
     /// stack in one thread, labelled with who ran: `pid` and `tid` (numbers), `comm` (the
     /// process's name), `thread_name` and, in a container, `container_id` (strings).
     pub fn to_pprof(&self) -> pb::Profile {
+        let mut whole = Whole::default();
+        match self.pprof_parts(&mut whole) {
+            Ok(()) => whole.0,
+            // Nothing in it fails: its parts are only kept.
+            Err(_) => pb::Profile::default(),
+        }
+    }
+
+    /// The message's parts, into `out`. Strings are numbered in the order the old single message
+    /// met them (its mappings' build ids before the samples' labels, the comments last), so the
+    /// string table is the same whichever way the message is made.
+    fn pprof_parts(&self, out: &mut impl Parts) -> io::Result<()> {
         let dict = Dictionary::of(self);
         let mut s = dict.strings;
         let (period_type, period_unit) = period_type(&self.info);
-        let mut value_type = |t: &str, u: &str| pb::ValueType {
+        let mut value_type = |t, u| pb::ValueType {
             r#type: s.id(t).into(),
             unit: s.id(u).into(),
         };
@@ -64,73 +239,83 @@ impl Profile {
             value_type(period_type, period_unit),
         ];
         let period_vt = value_type(period_type, period_unit);
-        let mapping = dict
+        out.head(pb::Profile {
+            sample_type,
+            ..Default::default()
+        })?;
+        let build_ids: Vec<i64> = dict
             .mappings
             .iter()
-            .zip(1..)
-            .map(|(m, id)| pb::Mapping {
+            .map(|m| m.build_id.clone().map_or(0, |b| s.owned(b).into()))
+            .collect();
+
+        // Each thread's labels, made the first time one of its samples is.
+        let mut labelled: Vec<Option<Vec<pb::Label>>> = vec![None; self.stacks.identities().len()];
+        let mut sample = pb::Sample::default();
+        for (stack, who, counts) in self.stacks.sampled_by_identity() {
+            sample.location_id.clear();
+            sample
+                .location_id
+                .extend(self.stacks.frames_of(stack).map(|f| u64::from(f.0) + 1));
+            sample.value.clear();
+            sample
+                .value
+                .extend([counts.samples as i64, counts.period as i64]);
+            sample.label.clear();
+            if let Some(w) = who {
+                if let (Some(who), Some(slot)) =
+                    (self.stacks.identity(w), labelled.get_mut(w.0 as usize))
+                {
+                    sample
+                        .label
+                        .extend_from_slice(slot.get_or_insert_with(|| labels(&mut s, who)));
+                }
+            }
+            out.sample(&sample)?;
+        }
+
+        for ((m, id), build_id) in dict.mappings.iter().zip(1..).zip(build_ids) {
+            out.mapping(&pb::Mapping {
                 id,
                 memory_start: m.start,
                 memory_limit: m.limit,
                 file_offset: m.file_offset,
                 filename: m.filename.into(),
-                build_id: s.id(m.build_id.as_deref().unwrap_or("")).into(),
+                build_id,
                 has_functions: m.has_functions,
                 has_filenames: m.has_lines,
                 has_line_numbers: m.has_lines,
                 has_inline_frames: m.has_lines,
-            })
-            .collect();
-        let function = dict
-            .functions
-            .into_values()
-            .into_iter()
-            .zip(1..)
-            .map(|(f, id)| pb::Function {
+            })?;
+        }
+        let mut location = pb::Location::default();
+        for (l, id) in dict.locations.iter().zip(1..) {
+            location.id = id;
+            location.mapping_id = l.mapping.into();
+            location.address = l.address;
+            location.line.clear();
+            location
+                .line
+                .extend(
+                    dict.lines[l.lines.clone()]
+                        .iter()
+                        .map(|&(function, line)| pb::Line {
+                            function_id: function.into(),
+                            line,
+                            column: 0,
+                        }),
+                );
+            out.location(&location)?;
+        }
+        for (f, id) in dict.functions.into_values().into_iter().zip(1..) {
+            out.function(&pb::Function {
                 id,
                 name: f.name.into(),
                 system_name: f.name.into(),
                 filename: f.file.into(),
                 start_line: 0,
-            })
-            .collect();
-        let location = dict
-            .locations
-            .iter()
-            .zip(1..)
-            .map(|(l, id)| pb::Location {
-                id,
-                mapping_id: l.mapping.into(),
-                address: l.address,
-                line: l
-                    .lines
-                    .iter()
-                    .map(|&(function, line)| pb::Line {
-                        function_id: function.into(),
-                        line,
-                        column: 0,
-                    })
-                    .collect(),
-                is_folded: false,
-            })
-            .collect();
-
-        let sample = self
-            .stacks
-            .sampled_by_identity()
-            .map(|(stack, who, counts)| pb::Sample {
-                location_id: self
-                    .stacks
-                    .frames_of(stack)
-                    .map(|f| u64::from(f.0) + 1)
-                    .collect(),
-                value: vec![counts.samples as i64, counts.period as i64],
-                label: who
-                    .and_then(|w| self.stacks.identity(w))
-                    .map(|w| labels(&mut s, w))
-                    .unwrap_or_default(),
-            })
-            .collect();
+            })?;
+        }
 
         let st = &self.info.stats;
         let mut comments = vec![
@@ -147,26 +332,18 @@ impl Profile {
                 st.dropped_profiles, st.dropped_samples
             ));
         }
-        comments.extend(self.info.notes.iter().cloned());
-        let comment = comments.iter().map(|c| s.id(c).into()).collect();
+        let mut comment: Vec<i64> = comments.into_iter().map(|c| s.owned(c).into()).collect();
+        comment.extend(self.info.notes.iter().map(|n| i64::from(s.id(n))));
+        out.strings(s)?;
 
-        pb::Profile {
-            sample_type,
-            sample,
-            mapping,
-            location,
-            function,
-            string_table: s.table(),
-            drop_frames: 0,
-            keep_frames: 0,
+        out.tail(pb::Profile {
             time_nanos: start_unix_nanos(&self.info) as i64,
             duration_nanos: self.info.duration.as_nanos() as i64,
             period_type: Some(period_vt),
             period: period(&self.info),
             comment,
-            default_sample_type: 0,
-            doc_url: 0,
-        }
+            ..Default::default()
+        })
     }
 
     /// Writes the profile as gzip-compressed pprof (what `go tool pprof` and the fleet backends read).
@@ -175,17 +352,26 @@ impl Profile {
     ///
     /// [`Error::Write`] when `w` fails.
     pub fn write_pprof(&self, w: impl Write) -> Result<()> {
-        let bytes = self.to_pprof().encode_to_vec();
         // The fastest level, as Go's runtime/pprof writes its profiles: the default level took
         // about half of writing a system-wide capture's profile (774 KB of protobuf: 19 ms
         // against 7 ms in zlib) for a file 11% smaller.
-        let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
-        gz.write_all(&bytes).map_err(Error::Write)?;
-        gz.finish()
-            .map_err(Error::Write)?
-            .flush()
+        let gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
+        let mut encoder = Encoder::new(gz);
+        self.pprof_parts(&mut encoder).map_err(Error::Write)?;
+        encoder
+            .finish()
+            .and_then(|gz| gz.finish())
+            .and_then(|mut w| w.flush())
             .map_err(Error::Write)
     }
+}
+
+/// The message encoded as [`Profile::write_pprof`] encodes it, not compressed.
+#[cfg(test)]
+pub(crate) fn encode_for_bench(profile: &Profile) -> Vec<u8> {
+    let mut encoder = Encoder::new(Vec::new());
+    profile.pprof_parts(&mut encoder).unwrap();
+    encoder.finish().unwrap()
 }
 
 #[cfg(test)]
