@@ -297,6 +297,7 @@ fn pprof_write_cpu() {
     );
     let rounds = 31;
     let (mut old, mut new, mut old_msg, mut new_msg) = (vec![], vec![], vec![], vec![]);
+    let (mut old_dict, mut new_dict) = (vec![], vec![]);
     for _ in 0..rounds {
         let mut out = Vec::with_capacity(1 << 20);
         old.push(cpu(|| baseline::write_pprof(&profile, &mut out).unwrap()).0);
@@ -304,6 +305,8 @@ fn pprof_write_cpu() {
         new.push(cpu(|| profile.write_pprof(&mut out).unwrap()).0);
         old_msg.push(cpu(|| baseline::to_pprof(&profile).encode_to_vec()).0);
         new_msg.push(cpu(|| super::pprof::encode_for_bench(&profile)).0);
+        old_dict.push(cpu(|| baseline::Dictionary::of(&profile).locations.len()).0);
+        new_dict.push(cpu(|| super::dictionary::Dictionary::of(&profile).locations.len()).0);
     }
     let (o, n) = (median(old), median(new));
     println!(
@@ -316,6 +319,13 @@ fn pprof_write_cpu() {
     println!(
         "message alone (to_pprof + encode_to_vec / streamed), median: old {:.2} ms, new {:.2} ms: \
          {:.2}x",
+        ms(o),
+        ms(n),
+        n.as_secs_f64() / o.as_secs_f64()
+    );
+    let (o, n) = (median(old_dict), median(new_dict));
+    println!(
+        "the shared tables alone (Dictionary::of), median: old {:.2} ms, new {:.2} ms: {:.2}x",
         ms(o),
         ms(n),
         n.as_secs_f64() / o.as_secs_f64()

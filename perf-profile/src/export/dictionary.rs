@@ -28,13 +28,9 @@ pub(crate) struct Interner<K> {
 
 impl<K: Hash + Eq + Clone> Interner<K> {
     pub(crate) fn new() -> Self {
-        Self::with_capacity(0)
-    }
-
-    pub(crate) fn with_capacity(n: usize) -> Self {
         Self {
-            values: Vec::with_capacity(n),
-            index: HashMap::with_capacity_and_hasher(n, Default::default()),
+            values: Vec::new(),
+            index: HashMap::default(),
         }
     }
 
@@ -70,14 +66,8 @@ impl<K: Hash + Eq + Clone> Interner<K> {
 pub(crate) struct Strings<'a>(Interner<Cow<'a, str>>);
 
 impl<'a> Strings<'a> {
-    #[cfg(test)]
     pub(crate) fn new() -> Self {
         Self(Interner::new())
-    }
-
-    /// Room for `n` strings.
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        Self(Interner::with_capacity(n))
     }
 
     /// The index of `s` in [`table`](Self::table).
@@ -170,8 +160,7 @@ impl<'a> Dictionary<'a> {
         let symbolized = profile.info.symbolize.names_functions();
         let lines = profile.info.symbolize.has_lines();
         let frames = profile.stacks.frames();
-        // A frame's function name and file are most often new to the table: room for them.
-        let mut strings = Strings::with_capacity(if symbolized { frames.len() } else { 64 });
+        let mut strings = Strings::new();
 
         // Mappings: the ones frames name, then one for the kernel. Each profile mapping's number
         // (0: not named yet), by its index.
@@ -221,7 +210,7 @@ impl<'a> Dictionary<'a> {
         });
 
         // Functions, interned by (name, file); a location per frame.
-        let mut functions = Interner::with_capacity(if symbolized { frames.len() } else { 0 });
+        let mut functions = Interner::new();
         let mut all_lines = Vec::with_capacity(if symbolized { frames.len() } else { 0 });
         let mut function = |name: &'a str, file: &'a str| {
             functions.id(&Function {
