@@ -47,6 +47,27 @@ fn labels<'a>(s: &mut Strings<'a>, who: &'a Identity) -> Vec<pb::Label> {
     labels
 }
 
+/// A thread's labels, also encoded as entries of a `Sample`'s `label` field (3): made once for all
+/// its samples.
+#[derive(Default)]
+struct Labels {
+    labels: Vec<pb::Label>,
+    encoded: Vec<u8>,
+}
+
+impl Labels {
+    fn of<'a>(s: &mut Strings<'a>, who: &'a Identity) -> io::Result<Self> {
+        let labels = labels(s, who);
+        let mut encoded = Vec::new();
+        for l in &labels {
+            encoded.push(3 << 3 | 2);
+            l.encode_length_delimited(&mut encoded)
+                .map_err(io::Error::other)?;
+        }
+        Ok(Self { labels, encoded })
+    }
+}
+
 /// Where the parts of a pprof `Profile` go, in the order of their fields: the sample types (in
 /// `head`), then each sample, mapping, location and function, the string table, and the fields
 /// that are no table (in `tail`). A part passed by reference is only lent: its lists are reused
@@ -54,7 +75,8 @@ fn labels<'a>(s: &mut Strings<'a>, who: &'a Identity) -> Vec<pb::Label> {
 trait Parts {
     /// A `Profile` with only its `sample_type`.
     fn head(&mut self, head: pb::Profile) -> io::Result<()>;
-    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()>;
+    /// A sample, its `label` left to `labels`.
+    fn sample(&mut self, sample: &pb::Sample, labels: &Labels) -> io::Result<()>;
     fn mapping(&mut self, mapping: &pb::Mapping) -> io::Result<()>;
     fn location(&mut self, location: &pb::Location) -> io::Result<()>;
     fn function(&mut self, function: &pb::Function) -> io::Result<()>;
@@ -73,8 +95,11 @@ impl Parts for Whole {
         Ok(())
     }
 
-    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()> {
-        self.0.sample.push(sample.clone());
+    fn sample(&mut self, sample: &pb::Sample, labels: &Labels) -> io::Result<()> {
+        self.0.sample.push(pb::Sample {
+            label: labels.labels.clone(),
+            ..sample.clone()
+        });
         Ok(())
     }
 
@@ -172,8 +197,14 @@ impl<W: Write> Parts for Encoder<W> {
         self.fields(&head)
     }
 
-    fn sample(&mut self, sample: &pb::Sample) -> io::Result<()> {
-        self.entry(2, sample)
+    fn sample(&mut self, sample: &pb::Sample, labels: &Labels) -> io::Result<()> {
+        // The labels are the last field: the sample without them, then them.
+        self.buf.push(2 << 3 | 2);
+        prost::encode_length_delimiter(sample.encoded_len() + labels.encoded.len(), &mut self.buf)
+            .map_err(io::Error::other)?;
+        sample.encode(&mut self.buf).map_err(io::Error::other)?;
+        self.buf.extend_from_slice(&labels.encoded);
+        self.spill()
     }
 
     fn mapping(&mut self, mapping: &pb::Mapping) -> io::Result<()> {
@@ -250,7 +281,9 @@ impl Profile {
             .collect();
 
         // Each thread's labels, made the first time one of its samples is.
-        let mut labelled: Vec<Option<Vec<pb::Label>>> = vec![None; self.stacks.identities().len()];
+        let mut labelled: Vec<Option<Labels>> = Vec::new();
+        labelled.resize_with(self.stacks.identities().len(), || None);
+        let unknown = Labels::default();
         let mut sample = pb::Sample::default();
         for (stack, who, counts) in self.stacks.sampled_by_identity() {
             sample.location_id.clear();
@@ -261,17 +294,14 @@ impl Profile {
             sample
                 .value
                 .extend([counts.samples as i64, counts.period as i64]);
-            sample.label.clear();
-            if let Some(w) = who {
-                if let (Some(who), Some(slot)) =
-                    (self.stacks.identity(w), labelled.get_mut(w.0 as usize))
-                {
-                    sample
-                        .label
-                        .extend_from_slice(slot.get_or_insert_with(|| labels(&mut s, who)));
-                }
-            }
-            out.sample(&sample)?;
+            let slot =
+                who.and_then(|w| Some((self.stacks.identity(w)?, labelled.get_mut(w.0 as usize)?)));
+            let labels = match slot {
+                Some((_, Some(labels))) => &*labels,
+                Some((who, slot)) => &*slot.insert(Labels::of(&mut s, who)?),
+                None => &unknown,
+            };
+            out.sample(&sample, labels)?;
         }
 
         for ((m, id), build_id) in dict.mappings.iter().zip(1..).zip(build_ids) {
