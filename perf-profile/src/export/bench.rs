@@ -281,8 +281,8 @@ fn pprof_write_cpu() {
     };
     let message = gunzip(&new_gz);
     println!(
-        "profile: {} samples, {} locations, {} functions, {} strings, {} mappings; {} bytes of \
-         protobuf, {} gzipped (old writer: {})",
+        "profile: {} pprof samples (a stack in a thread), {} locations, {} functions, {} \
+         strings, {} mappings; {} bytes of protobuf, {} gzipped (old writer: {})",
         profile.stacks.sampled_by_identity().count(),
         profile.stacks.frames().len(),
         pb::Profile::decode(&message[..]).unwrap().function.len(),
