@@ -410,3 +410,63 @@ fn the_shared_tables_are_the_old_ones() {
         assert_eq!(new.strings.table(), old.strings.table(), "{what}");
     }
 }
+
+/// A line of `/proc/self/status` in KiB.
+fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap()
+}
+
+/// The child of [`pprof_write_peak_rss`]: writes the profile with the writer `PPROF_WRITER` names
+/// and prints how far its resident memory rose above what it was once the profile was made.
+#[test]
+#[ignore = "run by pprof_write_peak_rss"]
+fn pprof_write_peak_rss_child() {
+    let Ok(writer) = std::env::var("PPROF_WRITER") else {
+        return;
+    };
+    let profile = system_wide_profile(Mode::Local);
+    let mut out = Vec::with_capacity(1 << 20);
+    out.resize(1 << 20, 1);
+    out.clear();
+    // Writing 5 resets the peak (VmHWM) to the resident size now.
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = status_kib("VmRSS:");
+    match writer.as_str() {
+        "old" => baseline::write_pprof(&profile, &mut out).unwrap(),
+        _ => profile.write_pprof(&mut out).unwrap(),
+    }
+    println!("peak rise: {} KiB", status_kib("VmHWM:") - before);
+}
+
+/// How much memory each writer takes on top of the profile (each in a process of its own, as
+/// the command writes once): the old one held the whole message, then its encoding.
+#[test]
+#[ignore = "a benchmark: run it on a --release build"]
+fn pprof_write_peak_rss() {
+    for writer in ["old", "new", "old", "new", "old", "new"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "export::bench::pprof_write_peak_rss_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("PPROF_WRITER", writer)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.starts_with("peak rise")).unwrap();
+        println!("{writer} writer: {line}");
+    }
+}
