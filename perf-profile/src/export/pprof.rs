@@ -4,7 +4,9 @@
 //! The message is made part by part in its fields' order, each part handed to a [`Parts`]: the
 //! whole message in memory ([`Profile::to_pprof`]), or each part encoded and compressed as it is
 //! made ([`Profile::write_pprof`]): a system-wide profile's message is thousands of small lists,
-//! which the writer never holds.
+//! which the writer never holds. The samples and locations, most of the message, are encoded here
+//! rather than by prost (the rest is prost's); `export::bench` checks that the bytes are the ones
+//! prost writes for the whole message.
 
 use std::io::{self, Write};
 
@@ -159,6 +161,28 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
+/// The bytes of a number field (tag below 16) as proto3 writes it: none when 0.
+fn number_len(n: u64) -> usize {
+    if n == 0 {
+        0
+    } else {
+        1 + varint_len(n)
+    }
+}
+
+/// Appends the number field `tag` (below 16) as proto3 writes it: not at all when 0.
+fn put_number(buf: &mut Vec<u8>, tag: u8, n: u64) {
+    if n != 0 {
+        buf.push(tag << 3);
+        put_varint(buf, n);
+    }
+}
+
+/// The bytes of a length-delimited entry (tag below 16) of `len` bytes.
+fn entry_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
 /// How much encoded message [`Encoder`] gathers before handing it on.
 const CHUNK: usize = 64 * 1024;
 
@@ -220,13 +244,7 @@ impl<W: Write> Parts for Encoder<W> {
         // empty; then the labels, the last field, encoded once per thread.
         let ids: usize = sample.location_id.iter().map(|&v| varint_len(v)).sum();
         let values: usize = sample.value.iter().map(|&v| varint_len(v as u64)).sum();
-        let packed = |n: usize| {
-            if n == 0 {
-                0
-            } else {
-                1 + varint_len(n as u64) + n
-            }
-        };
+        let packed = |n: usize| if n == 0 { 0 } else { entry_len(n) };
         self.buf.push(2 << 3 | 2);
         put_varint(
             &mut self.buf,
@@ -254,8 +272,33 @@ impl<W: Write> Parts for Encoder<W> {
         self.entry(3, mapping)
     }
 
-    fn location(&mut self, location: &pb::Location) -> io::Result<()> {
-        self.entry(4, location)
+    fn location(&mut self, l: &pb::Location) -> io::Result<()> {
+        // By hand, as the sample: there is a location per frame, and prost's encoding of them
+        // was a quarter of the whole message's time (3.2 ms -> 2.35 ms in export::bench).
+        let line_len = |x: &pb::Line| {
+            number_len(x.function_id) + number_len(x.line as u64) + number_len(x.column as u64)
+        };
+        let lines: usize = l.line.iter().map(|x| entry_len(line_len(x))).sum();
+        let len = number_len(l.id)
+            + number_len(l.mapping_id)
+            + number_len(l.address)
+            + lines
+            + number_len(l.is_folded.into());
+        let buf = &mut self.buf;
+        buf.push(4 << 3 | 2);
+        put_varint(buf, len as u64);
+        put_number(buf, 1, l.id);
+        put_number(buf, 2, l.mapping_id);
+        put_number(buf, 3, l.address);
+        for x in &l.line {
+            buf.push(4 << 3 | 2);
+            put_varint(buf, line_len(x) as u64);
+            put_number(buf, 1, x.function_id);
+            put_number(buf, 2, x.line as u64);
+            put_number(buf, 3, x.column as u64);
+        }
+        put_number(buf, 5, l.is_folded.into());
+        self.spill()
     }
 
     fn function(&mut self, function: &pb::Function) -> io::Result<()> {
