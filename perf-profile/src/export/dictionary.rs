@@ -6,16 +6,20 @@
 //! numbers its tables (whose entry 0 is the empty one), so each exporter only turns an entry into
 //! its own message: [`pprof`](super::pprof) and [`otlp`](super::otlp).
 
-use std::borrow::Borrow;
-use std::collections::HashMap;
+use std::borrow::{Borrow, Cow};
 use std::hash::Hash;
+use std::ops::Range;
 use std::time::UNIX_EPOCH;
+
+use foldhash::HashMap;
 
 use crate::aggregate::{Frame, FrameId};
 use crate::profile::{Info, Profile};
-use crate::symbolize::Line;
 
 /// Distinct values numbered from 1 in the order first seen (0 is left for "none").
+///
+/// Hashed with foldhash, seeded per process: the names interned come from other users' binaries,
+/// and a seed they cannot know keeps them from choosing names that collide.
 #[derive(Debug)]
 pub(crate) struct Interner<K> {
     values: Vec<K>,
@@ -26,7 +30,7 @@ impl<K: Hash + Eq + Clone> Interner<K> {
     pub(crate) fn new() -> Self {
         Self {
             values: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
         }
     }
 
@@ -39,7 +43,11 @@ impl<K: Hash + Eq + Clone> Interner<K> {
         if let Some(&i) = self.index.get(key) {
             return i;
         }
-        let value = key.to_owned();
+        self.insert(key.to_owned())
+    }
+
+    /// Numbers `value`, known to be new.
+    fn insert(&mut self, value: K) -> u32 {
         self.values.push(value.clone());
         let i = self.values.len() as u32;
         self.index.insert(value, i);
@@ -52,29 +60,48 @@ impl<K: Hash + Eq + Clone> Interner<K> {
     }
 }
 
-/// The string table: the empty string is 0, as pprof and OTLP both require.
+/// The string table: the empty string is 0, as pprof and OTLP both require. The strings of the
+/// profile (names, files, paths) are borrowed from it, not copied.
 #[derive(Debug)]
-pub(crate) struct Strings(Interner<String>);
+pub(crate) struct Strings<'a>(Interner<Cow<'a, str>>);
 
-impl Strings {
+impl<'a> Strings<'a> {
     pub(crate) fn new() -> Self {
         Self(Interner::new())
     }
 
     /// The index of `s` in [`table`](Self::table).
-    pub(crate) fn id(&mut self, s: &str) -> u32 {
+    pub(crate) fn id(&mut self, s: &'a str) -> u32 {
         if s.is_empty() {
-            0
-        } else {
-            self.0.id(s)
+            return 0;
         }
+        match self.0.index.get(s) {
+            Some(&i) => i,
+            None => self.0.insert(Cow::Borrowed(s)),
+        }
+    }
+
+    /// The index of `s`, a string made for the profile (a comment, a build id in hex).
+    pub(crate) fn owned(&mut self, s: String) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        match self.0.index.get(s.as_str()) {
+            Some(&i) => i,
+            None => self.0.insert(Cow::Owned(s)),
+        }
+    }
+
+    /// Every string by index, the empty one first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
+        std::iter::once("").chain(self.0.values.iter().map(|s| &**s))
     }
 
     /// Every string by index, the empty one first.
     pub(crate) fn table(self) -> Vec<String> {
         let mut t = Vec::with_capacity(self.0.values.len() + 1);
         t.push(String::new());
-        t.extend(self.0.values);
+        t.extend(self.0.values.into_iter().map(Cow::into_owned));
         t
     }
 }
@@ -108,41 +135,43 @@ pub(crate) struct Location {
     /// Its mapping (0: none).
     pub mapping: u32,
     pub address: u64,
-    /// Its functions, innermost (inlined) first, with their line (0 when unknown).
-    pub lines: Vec<(u32, i64)>,
+    /// Its functions in [`Dictionary::lines`](Dictionary#structfield.lines), innermost (inlined) first.
+    pub lines: Range<usize>,
 }
 
 /// The tables of one profile.
 #[derive(Debug)]
-pub(crate) struct Dictionary {
-    pub strings: Strings,
+pub(crate) struct Dictionary<'a> {
+    pub strings: Strings<'a>,
     /// Mapping `n` is `mappings[n - 1]`: the ones user frames name, then the kernel's.
     pub mappings: Vec<Mapping>,
     /// Function `n` is `functions.into_values()[n - 1]`.
     pub functions: Interner<Function>,
     /// Location `n` is `locations[n - 1]`, the frame `FrameId(n - 1)`.
     pub locations: Vec<Location>,
+    /// The locations' functions with their line (0 when unknown), each location's in one range:
+    /// one table rather than a list per location.
+    pub lines: Vec<(u32, i64)>,
 }
 
-impl Dictionary {
+impl<'a> Dictionary<'a> {
     /// The tables of `profile`, with a location per frame of its stack table.
-    pub(crate) fn of(profile: &Profile) -> Self {
-        let mut strings = Strings::new();
+    pub(crate) fn of(profile: &'a Profile) -> Self {
         let symbolized = profile.info.symbolize.names_functions();
         let lines = profile.info.symbolize.has_lines();
         let frames = profile.stacks.frames();
+        let mut strings = Strings::new();
 
-        // Mappings: the ones frames name, then one for the kernel.
+        // Mappings: the ones frames name, then one for the kernel. Each profile mapping's number
+        // (0: not named yet), by its index.
         let mut mappings = Vec::new();
-        let mut mapping_ids: HashMap<u32, u32> = HashMap::new();
+        let mut mapping_ids = vec![0u32; profile.mappings.len()];
         let mut kernel_range: Option<(u64, u64)> = None;
         for frame in frames {
             match *frame {
                 Frame::User { mapping, .. } => {
-                    if mapping_ids.contains_key(&mapping.0) {
-                        continue;
-                    }
-                    let Some(m) = profile.mappings.get(mapping.0 as usize) else {
+                    let i = mapping.0 as usize;
+                    let (Some(m), Some(&0)) = (profile.mappings.get(i), mapping_ids.get(i)) else {
                         continue;
                     };
                     let resolved = symbolized && m.is_file();
@@ -155,7 +184,7 @@ impl Dictionary {
                         has_functions: resolved,
                         has_lines: resolved && lines,
                     });
-                    mapping_ids.insert(mapping.0, mappings.len() as u32);
+                    mapping_ids[i] = mappings.len() as u32;
                 }
                 Frame::Kernel { addr } => {
                     let (lo, hi) = kernel_range.unwrap_or((addr, addr));
@@ -181,53 +210,49 @@ impl Dictionary {
         });
 
         // Functions, interned by (name, file); a location per frame.
-        let hidden = [Line {
-            function: "[kernel]".into(),
-            file: None,
-            line: None,
-        }];
         let mut functions = Interner::new();
-        let locations = frames
-            .iter()
-            .enumerate()
-            .map(|(i, frame)| {
-                let (mapping, address) = match *frame {
-                    Frame::User { mapping, addr } => {
-                        (mapping_ids.get(&mapping.0).copied().unwrap_or(0), addr)
-                    }
-                    // Not an address: no location's address says it.
-                    f if f.is_truncated() => (0, 0),
-                    Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
-                    Frame::Kernel { addr } => (kernel_mapping, addr),
-                    Frame::KernelHidden => (kernel_mapping, 0),
-                };
-                let named = match frame {
-                    Frame::KernelHidden => &hidden[..],
-                    _ => profile.lines(FrameId(i as u32)),
-                };
-                let lines = named
-                    .iter()
-                    .map(|l| {
-                        let function = Function {
-                            name: strings.id(&l.function),
-                            file: strings.id(l.file.as_deref().unwrap_or("")),
-                        };
-                        (functions.id(&function), l.line.map_or(0, i64::from))
-                    })
-                    .collect();
-                Location {
-                    mapping,
-                    address,
-                    lines,
-                }
+        let mut all_lines = Vec::with_capacity(if symbolized { frames.len() } else { 0 });
+        let mut function = |name: &'a str, file: &'a str| {
+            functions.id(&Function {
+                name: strings.id(name),
+                file: strings.id(file),
             })
-            .collect();
+        };
+        let mut locations = Vec::with_capacity(frames.len());
+        for (i, frame) in frames.iter().enumerate() {
+            let (mapping, address) = match *frame {
+                Frame::User { mapping, addr } => (
+                    mapping_ids.get(mapping.0 as usize).copied().unwrap_or(0),
+                    addr,
+                ),
+                // Not an address: no location's address says it.
+                f if f.is_truncated() => (0, 0),
+                Frame::Unmapped { addr } | Frame::Jit { addr, .. } => (0, addr),
+                Frame::Kernel { addr } => (kernel_mapping, addr),
+                Frame::KernelHidden => (kernel_mapping, 0),
+            };
+            let first = all_lines.len();
+            if let Frame::KernelHidden = frame {
+                all_lines.push((function("[kernel]", ""), 0));
+            } else {
+                for l in profile.lines(FrameId(i as u32)) {
+                    let file = l.file.as_deref().unwrap_or("");
+                    all_lines.push((function(&l.function, file), l.line.map_or(0, i64::from)));
+                }
+            }
+            locations.push(Location {
+                mapping,
+                address,
+                lines: first..all_lines.len(),
+            });
+        }
 
         Self {
             strings,
             mappings,
             functions,
             locations,
+            lines: all_lines,
         }
     }
 }
@@ -269,7 +294,7 @@ pub(crate) mod tests {
     use crate::aggregate::{Identity, Stacks};
     use crate::maps::{self, MappingId};
     use crate::profile::Stats;
-    use crate::symbolize::Mode;
+    use crate::symbolize::{Line, Mode};
 
     /// The container of [`sample_profile`]'s second stack.
     pub(crate) const CONTAINER: &str =
@@ -384,7 +409,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_profile_has_a_location_per_frame_and_each_mapping_and_function_once() {
-        let d = Dictionary::of(&sample_profile());
+        let p = sample_profile();
+        let d = Dictionary::of(&p);
         let mut s = d.strings;
         // The file's mapping (the unused one left out), then the kernel's, spanning its addresses.
         assert_eq!(d.mappings.len(), 2);
@@ -397,7 +423,7 @@ pub(crate) mod tests {
         assert_eq!(kernel.filename, s.id("[kernel.kallsyms]"));
         assert!(kernel.has_functions && !kernel.has_lines);
 
-        let f = |name: &str, s: &mut Strings| Function {
+        let f = |name: &'static str, s: &mut Strings| Function {
             name: s.id(name),
             file: s.id(if name == "[kernel]" { "" } else { "app.c" }),
         };
@@ -418,7 +444,11 @@ pub(crate) mod tests {
                 (2, 0)
             ]
         );
-        let lines: Vec<&[(u32, i64)]> = d.locations.iter().map(|l| &l.lines[..]).collect();
+        let lines: Vec<&[(u32, i64)]> = d
+            .locations
+            .iter()
+            .map(|l| &d.lines[l.lines.clone()])
+            .collect();
         assert_eq!(
             lines,
             [&[(1, 3)][..], &[(2, 10), (3, 20)], &[], &[], &[(4, 0)]]

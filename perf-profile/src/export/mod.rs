@@ -1,6 +1,10 @@
 //! Export: a [`Profile`] as pprof (`profile.proto`, gzip), folded stacks, OTLP profiles (feature
 //! `otlp`, alpha) or a flame graph SVG (feature `flamegraph`). Every exporter reads the same stack table and symbols.
 
+#[cfg(test)]
+mod baseline;
+#[cfg(test)]
+mod bench;
 mod dictionary;
 pub(crate) mod folded;
 #[cfg(feature = "otlp")]

@@ -46,7 +46,13 @@ impl Attributes {
     }
 
     /// Adds an attribute; its index.
-    fn add(&mut self, s: &mut Strings, key: &str, value: any_value::Value, unit: &str) -> i32 {
+    fn add<'a>(
+        &mut self,
+        s: &mut Strings<'a>,
+        key: &'a str,
+        value: any_value::Value,
+        unit: &'a str,
+    ) -> i32 {
         self.0.push(pb::KeyValueAndUnit {
             key_strindex: index(s.id(key)),
             value: Some(AnyValue { value: Some(value) }),
@@ -57,7 +63,7 @@ impl Attributes {
 }
 
 /// A sample's attributes, by the semantic conventions: who ran.
-fn identity_attributes(a: &mut Attributes, s: &mut Strings, who: &Identity) -> Vec<i32> {
+fn identity_attributes<'a>(a: &mut Attributes, s: &mut Strings<'a>, who: &'a Identity) -> Vec<i32> {
     let int = |n: u32| any_value::Value::IntValue(n.into());
     let mut out = vec![
         a.add(s, "process.pid", int(who.pid), ""),
@@ -152,6 +158,7 @@ impl Profile {
             mappings,
             functions,
             locations,
+            lines,
         } = Dictionary::of(self);
         let mut attributes = Attributes::new();
         let mapping_table = iter::once(pb::Mapping::default())
@@ -185,8 +192,7 @@ impl Profile {
                 pb::Location {
                     mapping_index: index(l.mapping),
                     address: l.address,
-                    lines: l
-                        .lines
+                    lines: lines[l.lines.clone()]
                         .iter()
                         .map(|&(function, line)| pb::Line {
                             function_index: index(function),
