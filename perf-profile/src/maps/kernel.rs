@@ -1142,7 +1142,7 @@ mod tests {
         let dir = cache_folder(name);
         let d = cache::open_dir(&cache::Place::at(&dir)).expect("a fresh folder is ours");
         cache::write(&d, &synthetic_key(), whole.table());
-        let len = fs::metadata(dir.join("kallsyms-v1")).unwrap().len();
+        let len = fs::metadata(dir.join(cache::FILE)).unwrap().len();
         let all = cache::read_all(&d, &synthetic_key()).expect("the cache written");
         Some((d, dir, all, len))
     }
@@ -1230,7 +1230,7 @@ mod tests {
         // What a bisection of the address array by reads would cost: 8-byte reads, as many as
         // 300 bisections of it take.
         use std::os::unix::fs::FileExt;
-        let file = fs::File::open(dir.join("kallsyms-v1")).unwrap();
+        let file = fs::File::open(dir.join(cache::FILE)).unwrap();
         let count = all.table.entries.len() as u64;
         let probes = 300 * (u64::BITS - count.leading_zeros()) as u64;
         let mut word = [0u8; 8];
@@ -1256,7 +1256,7 @@ mod tests {
         let Some((_, dir, all, len)) = this_kernels_cache("corrupted") else {
             return;
         };
-        let bytes = fs::read(dir.join("kallsyms-v1")).unwrap();
+        let bytes = fs::read(dir.join(cache::FILE)).unwrap();
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(bytes.len() as u64, len);
         let key = synthetic_key();
@@ -1359,7 +1359,7 @@ mod tests {
         }
         let dir = cache_folder("captures");
         let place = cache::Place::at(&dir);
-        let file = dir.join("kallsyms-v1");
+        let file = dir.join(cache::FILE);
         let whole = KernelSymbols::parse(&fs::read_to_string(KALLSYMS).unwrap());
         let t = whole.table();
         let bytes = cache::encode(&synthetic_key(), t).unwrap();
@@ -1467,7 +1467,7 @@ mod tests {
         let key = synthetic_key();
         cache::write(&d, &key, whole.table());
         assert!(cache::read_all(&d, &key).is_some());
-        let file = own.join("kallsyms-v1");
+        let file = own.join(cache::FILE);
         assert_eq!(
             fs::metadata(&file).unwrap().permissions().mode() & 0o777,
             0o600
@@ -1559,7 +1559,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["kallsyms-v1", "other"]);
+        assert_eq!(names, [cache::FILE, "other"]);
         assert_eq!(fs::read(&target).unwrap(), b"keep");
         let _ = fs::remove_file(&target);
         let _ = fs::remove_dir_all(&dir);

@@ -356,6 +356,12 @@ fn scan<S: Source>(
         return None;
     }
     let mut groups = vec![Group::default(); addrs.len()];
+    let Some(&(highest, _)) = addrs.last() else {
+        return Some(groups);
+    };
+    // The group of the symbol before: a table lists a file's symbols mostly in address order,
+    // so the next one's is mostly the same, found by two comparisons rather than a search.
+    let mut last = 0;
     let mut at = 0;
     while at < s.size {
         let len = (s.size - at).min(PIECE * entry);
@@ -385,7 +391,16 @@ fn scan<S: Source>(
             if !matches!(info & 0xf, 0 | 1 | 2 | 10) {
                 continue;
             }
-            let i = addrs.partition_point(|&(a, _)| a < value);
+            if value > highest {
+                continue;
+            }
+            // The first address asked for at or above `value`.
+            let i = if addrs[last].0 >= value && (last == 0 || addrs[last - 1].0 < value) {
+                last
+            } else {
+                addrs.partition_point(|&(a, _)| a < value)
+            };
+            last = i;
             let Some(g) = groups.get_mut(i) else {
                 continue;
             };

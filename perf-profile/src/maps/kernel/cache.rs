@@ -75,7 +75,7 @@ pub const DIR_ENV: &str = "PERF_PROFILE_CACHE_DIR";
 const ROOT_DIR: &str = "/var/cache/perf-profile";
 
 /// The cache file's name in its folder; every other `kallsyms-*` file there is an older one.
-const FILE: &str = "kallsyms-v1";
+pub(crate) const FILE: &str = "kallsyms-v2";
 const OURS: &[u8] = b"kallsyms-";
 
 /// Temporary files being written: named apart from `kallsyms-*`, so that a writer tidying up
@@ -86,7 +86,12 @@ const TEMP: &str = ".tmp-kallsyms-";
 const STALE_TEMP_SECS: i64 = 600;
 
 const MAGIC: &[u8; 8] = b"ppksyms\0";
-const VERSION: u32 = 1;
+/// 2: the range is the image's first to last text symbol, its init text's included. A version 1
+/// file (written by builds of the cache's first days) may end at `_etext`: the idle tasks' frames
+/// (`start_kernel`, in init text) were then out of its range, and every capture that sampled an
+/// idle CPU read `/proc/kallsyms` whole (37 ms of the kernel's CPU) though the file was this
+/// boot's. Its new name leaves such a file aside (and the next writer removes it).
+const VERSION: u32 = 2;
 
 /// The largest cache file read (a distribution kernel's is ~4 MiB).
 pub const MAX_FILE: u64 = 64 << 20;
