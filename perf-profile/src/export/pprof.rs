@@ -10,6 +10,7 @@
 
 use std::io::{self, Write};
 
+use prost::encoding::{encode_varint, encoded_len_varint as varint_len};
 use prost::Message;
 
 use super::dictionary::{period, period_type, start_unix_nanos, Dictionary, Strings};
@@ -145,22 +146,6 @@ impl Parts for Whole {
     }
 }
 
-/// The bytes of `v` as a protobuf varint (an int64 is its two's complement: 10 bytes when
-/// negative).
-fn varint_len(v: u64) -> usize {
-    (70 - (v | 1).leading_zeros() as usize) / 7
-}
-
-/// Appends `v` as a protobuf varint: 7 bits a byte, the lowest first, the high bit set on all but
-/// the last.
-fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
 /// The bytes of a number field (tag below 16) as proto3 writes it: none when 0.
 fn number_len(n: u64) -> usize {
     if n == 0 {
@@ -174,7 +159,7 @@ fn number_len(n: u64) -> usize {
 fn put_number(buf: &mut Vec<u8>, tag: u8, n: u64) {
     if n != 0 {
         buf.push(tag << 3);
-        put_varint(buf, n);
+        encode_varint(n, buf);
     }
 }
 
@@ -246,22 +231,22 @@ impl<W: Write> Parts for Encoder<W> {
         let values: usize = sample.value.iter().map(|&v| varint_len(v as u64)).sum();
         let packed = |n: usize| if n == 0 { 0 } else { entry_len(n) };
         self.buf.push(2 << 3 | 2);
-        put_varint(
-            &mut self.buf,
+        encode_varint(
             (packed(ids) + packed(values) + labels.encoded.len()) as u64,
+            &mut self.buf,
         );
         if ids > 0 {
             self.buf.push(1 << 3 | 2);
-            put_varint(&mut self.buf, ids as u64);
+            encode_varint(ids as u64, &mut self.buf);
             for &v in &sample.location_id {
-                put_varint(&mut self.buf, v);
+                encode_varint(v, &mut self.buf);
             }
         }
         if values > 0 {
             self.buf.push(2 << 3 | 2);
-            put_varint(&mut self.buf, values as u64);
+            encode_varint(values as u64, &mut self.buf);
             for &v in &sample.value {
-                put_varint(&mut self.buf, v as u64);
+                encode_varint(v as u64, &mut self.buf);
             }
         }
         self.buf.extend_from_slice(&labels.encoded);
@@ -286,13 +271,13 @@ impl<W: Write> Parts for Encoder<W> {
             + number_len(l.is_folded.into());
         let buf = &mut self.buf;
         buf.push(4 << 3 | 2);
-        put_varint(buf, len as u64);
+        encode_varint(len as u64, buf);
         put_number(buf, 1, l.id);
         put_number(buf, 2, l.mapping_id);
         put_number(buf, 3, l.address);
         for x in &l.line {
             buf.push(4 << 3 | 2);
-            put_varint(buf, line_len(x) as u64);
+            encode_varint(line_len(x) as u64, buf);
             put_number(buf, 1, x.function_id);
             put_number(buf, 2, x.line as u64);
             put_number(buf, 3, x.column as u64);
@@ -493,29 +478,6 @@ pub(crate) fn encode_for_bench(profile: &Profile) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn varints_are_protobufs() {
-        for v in [
-            0,
-            1,
-            127,
-            128,
-            300,
-            16_383,
-            16_384,
-            u64::from(u32::MAX),
-            (-1i64) as u64,
-            u64::MAX,
-        ] {
-            let mut ours = Vec::new();
-            super::put_varint(&mut ours, v);
-            let mut prost = Vec::new();
-            prost::encoding::encode_varint(v, &mut prost);
-            assert_eq!(ours, prost, "{v}");
-            assert_eq!(super::varint_len(v), prost.len(), "{v}");
-        }
-    }
-
     use crate::export::dictionary::tests::{sample_profile, CONTAINER};
 
     #[test]
