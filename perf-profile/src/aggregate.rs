@@ -235,6 +235,17 @@ impl Stacks {
         who: &Identity,
     ) -> Option<StackId> {
         let who = self.intern_identity(who);
+        self.add_in(root_first, period, who)
+    }
+
+    /// Adds one sample of `period` taken in the thread of `who`, an identity interned in this
+    /// table (see [`intern_identity`](Self::intern_identity)).
+    pub fn add_in(
+        &mut self,
+        root_first: impl IntoIterator<Item = Frame>,
+        period: u64,
+        who: IdentityId,
+    ) -> Option<StackId> {
         self.add_counts_as(root_first, Counts { samples: 1, period }, Some(who))
     }
 

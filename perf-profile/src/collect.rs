@@ -35,7 +35,7 @@ use perf_event::event::Event;
 use perf_event::sample::record::{Abi, Info as MmapInfo, Priv, Record, Switch};
 use perf_event::sample::{MergedIter, Sampler};
 
-use crate::aggregate::{Counts, Frame, IdentityId, Stacks};
+use crate::aggregate::{Frame, IdentityId, Stacks};
 use crate::error::{Error, Result};
 use crate::identity::Names;
 use crate::maps::perf_map::PerfMaps;
@@ -723,25 +723,16 @@ impl Pipeline {
         }
         if let Some(w) = self.waits.as_mut() {
             if let Some(ns) = waited {
-                self.stacks.add_counts_as(
-                    self.frames.iter().rev().copied(),
-                    Counts {
-                        samples: 1,
-                        period: ns,
-                    },
-                    Some(who),
-                );
+                self.stacks
+                    .add_in(self.frames.iter().rev().copied(), ns, who);
                 self.stats.samples += 1;
             } else if let Some(time) = time {
                 w.switched_out(tid, time, &self.frames);
             }
             return;
         }
-        self.stacks.add_counts_as(
-            self.frames.iter().rev().copied(),
-            Counts { samples: 1, period },
-            Some(who),
-        );
+        self.stacks
+            .add_in(self.frames.iter().rev().copied(), period, who);
         self.stats.samples += 1;
     }
 
@@ -899,14 +890,7 @@ impl Pipeline {
                 };
                 if let Some((frames, ns)) = w.switched_in(t.tid, time) {
                     let who = self.names.interned(t.pid, t.tid, &mut self.stacks);
-                    self.stacks.add_counts_as(
-                        frames.into_iter().rev(),
-                        Counts {
-                            samples: 1,
-                            period: ns,
-                        },
-                        Some(who),
-                    );
+                    self.stacks.add_in(frames.into_iter().rev(), ns, who);
                     self.stats.samples += 1;
                 } else if let Some(d) = self
                     .deferred
