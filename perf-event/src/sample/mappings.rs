@@ -55,6 +55,7 @@ pub fn executable_mappings(pid: u32) -> Result<Option<Vec<ExecMapping>>> {
     let maps = File::open(&path).map_err(|e| Error::io(format!("opening {path}"), e))?;
     let (mut name, mut build_id) = (vec![0u8; NAME_MAX], [0u8; BUILD_ID_MAX]);
     let flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA | PROCMAP_QUERY_VMA_EXECUTABLE;
+    let refused = |e| Error::io(format!("PROCMAP_QUERY on {path}"), e);
     let mut found = Vec::new();
     let mut addr = 0u64;
     loop {
@@ -66,9 +67,9 @@ pub fn executable_mappings(pid: u32) -> Result<Option<Vec<ExecMapping>>> {
                 // A name longer than PATH_MAX: the mapping, unnamed.
                 Some(libc::ENAMETOOLONG) => {
                     procmap::query(maps.as_fd(), flags, addr, &mut [], &mut build_id)
-                        .map_err(|e| Error::io(format!("PROCMAP_QUERY on {path}"), e))?
+                        .map_err(refused)?
                 }
-                _ => return Err(Error::io(format!("PROCMAP_QUERY on {path}"), e)),
+                _ => return Err(refused(e)),
             },
         };
         let q = a.query;

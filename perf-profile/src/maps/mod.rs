@@ -193,7 +193,7 @@ impl AddressSpaces {
         self.touch(pid);
         for m in found {
             let name = m.name.as_ref().map(|n| n.to_string_lossy());
-            let path = name.as_deref().unwrap_or("//anon");
+            let path = name.as_deref().unwrap_or(ANON);
             let len = m.end.saturating_sub(m.start);
             self.mmap(pid, m.start, len, m.offset, path, m.build_id.clone());
         }
@@ -361,6 +361,10 @@ fn unmap(space: &mut Space, start: u64, end: u64) {
     }
 }
 
+/// What a mapping without a name is called (perf's name for anonymous memory, as MMAP2 records
+/// give it).
+const ANON: &str = "//anon";
+
 /// One line of `/proc/PID/maps`, when it is executable.
 pub(crate) struct MapsLine {
     pub start: u64,
@@ -388,7 +392,7 @@ pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
         end: end.max(start),
         file_offset: u64::from_str_radix(offset, 16).ok()?,
         path: if path.is_empty() {
-            "//anon".into()
+            ANON.into()
         } else {
             path.into()
         },
